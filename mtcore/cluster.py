@@ -1,0 +1,64 @@
+"""One place that decides how to reach Ray: a cluster at RAY_ADDRESS, or a local instance sized to the machine.
+
+Work must never ask for more CPUs than exist (Tune trials × Train workers × Data
+tasks), or it waits forever; `available_cpus()`/`available_gpus()` are what the
+entry points size themselves from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+# A bounded object store: Ray's default (30 % of RAM) is too greedy on a laptop.
+DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
+
+
+def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None, quiet: bool = True):
+    """Connect to `RAY_ADDRESS` if set, otherwise start (or reuse) a local instance without dashboard."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=not quiet, runtime_env={"env_vars": _forwarded_env()})
+        log.info("connected to Ray cluster at %s", address)
+    else:
+        ray.init(
+            num_cpus=num_cpus or os.cpu_count() or 1,
+            include_dashboard=False,
+            object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
+            log_to_driver=not quiet,
+            runtime_env={"env_vars": _forwarded_env()},
+            configure_logging=True,
+            logging_level=logging.WARNING,
+        )
+    return ray
+
+
+def _forwarded_env() -> dict[str, str]:
+    """Settings the workers must see as the driver does (the tracking store above all)."""
+    keys = ("MLFLOW_TRACKING_URI", "MTCORE_HOME", "HF_HUB_OFFLINE")
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+def available_cpus() -> int:
+    import ray
+
+    return int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else (os.cpu_count() or 1)
+
+
+def available_gpus() -> int:
+    import ray
+
+    if ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0))
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0

@@ -1,0 +1,183 @@
+"""Parallel-corpus readers and writer: the platform's data contract.
+
+A parallel corpus is an Arrow table with at least `src`, `tgt` (str), `origin`
+(where the pair came from) and a stable `id`. Readers accept Parquet (a file or
+a directory of files, such as a stage's `kept/`), TSV (`src<TAB>tgt`), a pair of
+plain-text files named by their common prefix (`train` → `train.en` +
+`train.vi`, the Moses/IWSLT layout) and gettext `.po`/`.mo` catalogs.
+
+Bad input fails loudly with the file (and line) at fault; the only quiet fix-ups
+are a UTF-8 BOM and CRLF line ends, which are normalised. Under non-strict TSV
+reading, malformed lines are not dropped but returned as reason-coded rejects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REQUIRED_COLUMNS = ("src", "tgt", "origin", "id")
+SCHEMA = pa.schema([(name, pa.string()) for name in REQUIRED_COLUMNS])
+
+
+class CorpusError(ValueError):
+    """Input that cannot be read as a parallel corpus; the message names the file (and line)."""
+
+
+@dataclass(frozen=True)
+class LoadedCorpus:
+    """Rows that were read, and rows that could not be (only under non-strict reading)."""
+
+    table: pa.Table
+    rejects: pa.Table
+
+
+def empty_rejects() -> pa.Table:
+    from mtcore.ledger import REJECT_SCHEMA
+
+    return REJECT_SCHEMA.empty_table()
+
+
+# --------------------------------------------------------------------------- text files
+
+
+def _decode_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file without their ends; BOM and CRLF are normalised, not errors."""
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_no = raw[: err.start].count(b"\n") + 1
+        raise CorpusError(f"{path}:{line_no}: invalid UTF-8 (byte {raw[err.start]:#04x} at offset {err.start})") from None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start an empty one
+    return lines
+
+
+def _table(src: list[str], tgt: list[str], origin: str, ids: list[str]) -> pa.Table:
+    return pa.table({"src": src, "tgt": tgt, "origin": [origin] * len(src), "id": ids}, schema=SCHEMA)
+
+
+def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
+    """`src<TAB>tgt` per line. Strict: a line with another column count is an error naming it.
+
+    Non-strict: such lines become rejects with reason `malformed_tsv`, so counts still reconcile.
+    """
+    from mtcore.ledger import rejects_table
+
+    path = Path(path)
+    src, tgt, ids, bad = [], [], [], []
+    for line_no, line in enumerate(_decode_lines(path), start=1):
+        cols = line.split("\t")
+        if len(cols) != 2:
+            if strict:
+                raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}")
+            bad.append((line, line_no, len(cols)))
+            continue
+        src.append(cols[0])
+        tgt.append(cols[1])
+        ids.append(f"{path.name}:{line_no}")
+    rejects = rejects_table(
+        src=[b[0] for b in bad],
+        tgt=[""] * len(bad),
+        origin=[path.name] * len(bad),
+        ids=[f"{path.name}:{b[1]}" for b in bad],
+        stage="read",
+        reason="malformed_tsv",
+        details=[f"{b[2]} columns" for b in bad],
+    )
+    return LoadedCorpus(_table(src, tgt, path.name, ids), rejects)
+
+
+def read_parallel_text(prefix: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> pa.Table:
+    """`PREFIX.en` + `PREFIX.vi`, line-aligned (the Moses/IWSLT layout)."""
+    prefix = Path(prefix)
+    src_path = prefix.with_name(f"{prefix.name}.{src_lang}")
+    tgt_path = prefix.with_name(f"{prefix.name}.{tgt_lang}")
+    for p in (src_path, tgt_path):
+        if not p.is_file():
+            raise CorpusError(f"{p}: file not found (expected the pair {src_path.name} + {tgt_path.name})")
+    src, tgt = _decode_lines(src_path), _decode_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise CorpusError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
+            f"line-aligned files must have the same number of lines"
+        )
+    ids = [f"{prefix.name}:{i}" for i in range(1, len(src) + 1)]
+    return _table(src, tgt, prefix.name, ids)
+
+
+# --------------------------------------------------------------------------- Parquet
+
+
+def read_parquet(path: str | Path) -> pa.Table:
+    """A Parquet file or a directory of them; `origin`/`id` are filled in when absent."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
+    missing = [c for c in ("src", "tgt") if c not in table.column_names]
+    if missing:
+        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt'")
+    for name in ("src", "tgt"):
+        if not pa.types.is_string(table.schema.field(name).type) and not pa.types.is_large_string(
+            table.schema.field(name).type
+        ):
+            raise CorpusError(f"{path}: column '{name}' must be strings, found {table.schema.field(name).type}")
+    if "origin" not in table.column_names:
+        table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
+    if "id" not in table.column_names:
+        table = table.append_column("id", pa.array([f"{path.name}:{i}" for i in range(len(table))], pa.string()))
+    return table
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt_lang: str = "vi") -> LoadedCorpus:
+    """Read any supported corpus format; the format is chosen by what `path` is."""
+    path = Path(path)
+    if path.is_dir():
+        if not any(path.rglob("*.parquet")):
+            raise CorpusError(f"{path}: directory holds no .parquet files")
+        table = read_parquet(path)
+        rejects = empty_rejects()
+    elif path.is_file():
+        suffix = path.suffix.lower()
+        if suffix == ".parquet":
+            table, rejects = read_parquet(path), empty_rejects()
+        elif suffix in (".po", ".mo"):
+            from mtcore.catalogs import catalog_table
+
+            table, rejects = catalog_table(path, origin=path.name), empty_rejects()
+        elif suffix in (".tsv", ".txt", ".tab"):
+            table, rejects = read_tsv(path, strict=strict)
+        else:
+            raise CorpusError(f"{path}: unknown corpus format '{suffix}' (expected .parquet, .tsv, .po, .mo or a PREFIX of PREFIX.{src_lang}/PREFIX.{tgt_lang})")
+    elif path.with_name(f"{path.name}.{src_lang}").exists() or path.with_name(f"{path.name}.{tgt_lang}").exists():
+        table, rejects = read_parallel_text(path, src_lang, tgt_lang), empty_rejects()
+    else:
+        raise CorpusError(f"{path}: file not found (nor {path.name}.{src_lang} + {path.name}.{tgt_lang})")
+    if len(table) == 0 and len(rejects) == 0:
+        raise CorpusError(f"{path}: corpus is empty")
+    return LoadedCorpus(table, rejects)
+
+
+def read_corpus(path: str | Path, **kwargs) -> pa.Table:
+    """Strict reading: the table, or an error naming the culprit."""
+    return load_corpus(path, strict=True, **kwargs).table
+
+
+def write_parquet(table: pa.Table, path: str | Path) -> Path:
+    """zstd-compressed Parquet, parent folders created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="zstd")
+    return path

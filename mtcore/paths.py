@@ -1,0 +1,17 @@
+"""Where the embedded default data and the default stores live, in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
+
+RAW_PARALLEL = DATA_DIR / "raw" / "parallel.parquet"
+DEV = DATA_DIR / "dev.parquet"
+TEST = DATA_DIR / "test.parquet"
+MONO_VI = DATA_DIR / "mono" / "vi.parquet"
+
+# Work products (cleaned corpora, checkpoints, MLflow store) stay out of git.
+RUNS_DIR = Path(os.environ.get("MTCORE_HOME", REPO_ROOT / "runs"))

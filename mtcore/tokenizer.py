@@ -1,0 +1,136 @@
+"""Joint SentencePiece vocabulary shared by English and Vietnamese.
+
+One model covers both languages so that the Transformer can tie its embeddings.
+Text is NFC-normalised by us and SentencePiece runs with the `identity` rule, so
+that Vietnamese diacritics (precomposed, NFC) round-trip exactly; byte fallback
+means no character ever decodes as `⁇`.
+"""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+BT_TAG = "<bt>"  # marks synthetic (back-translated) sources: tagged BT, Caswell et al. 2019
+NEWLINE = "<nl>"  # software messages contain newlines; SentencePiece would fold them into spaces
+PLACEHOLDERS = tuple(f"<ph{i}>" for i in range(10))  # for masking format specifiers before translation
+RESERVED_SYMBOLS = (BT_TAG, NEWLINE, *PLACEHOLDERS)
+
+
+class TokenizerError(ValueError):
+    pass
+
+
+def normalize(text: str) -> str:
+    """NFC, and newlines as a reserved symbol so they survive tokenisation.
+
+    Runs of spaces collapse to one (SentencePiece's own whitespace rule): spacing is
+    not meaning, and the cleaning stage reports it as a normalisation.
+    """
+    return unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\n", f" {NEWLINE} ")
+
+
+def denormalize(text: str) -> str:
+    return text.replace(f" {NEWLINE} ", "\n").replace(f"{NEWLINE} ", "\n").replace(f" {NEWLINE}", "\n").replace(NEWLINE, "\n")
+
+
+class Tokenizer:
+    """A loaded SentencePiece model with the platform's special ids."""
+
+    def __init__(self, model_path: str | Path):
+        model_path = Path(model_path)
+        if not model_path.is_file():
+            raise TokenizerError(f"{model_path}: SentencePiece model not found")
+        self.path = model_path
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_path))
+        for name, expected in (("pad", PAD_ID), ("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+            actual = getattr(self.sp, f"{name}_id")()
+            if actual != expected:
+                raise TokenizerError(f"{model_path}: {name} id is {actual}, mtcore expects {expected}")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    @property
+    def bt_tag_id(self) -> int:
+        return self.sp.piece_to_id(BT_TAG)
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids without BOS/EOS (the model adds those where it needs them)."""
+        return self.sp.encode([normalize(t) for t in texts], out_type=int)
+
+    def encode_pieces(self, texts: list[str]) -> list[list[str]]:
+        return self.sp.encode([normalize(t) for t in texts], out_type=str)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Detokenised text; special ids (pad/bos/eos) are dropped."""
+        special = {PAD_ID, BOS_ID, EOS_ID}
+        return [denormalize(self.sp.decode([i for i in seq if i not in special])) for seq in ids]
+
+    def model_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    model_path: str | Path,
+    *,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    max_sentences: int = 2_000_000,
+    seed_sentencepiece_size: int = 1_000_000,
+) -> Tokenizer:
+    """Train a joint model on `texts` (both languages mixed) and write it to `model_path`.
+
+    `character_coverage=1.0` because Vietnamese uses many precomposed letters that
+    must all be in the vocabulary rather than fall back to bytes.
+    """
+    if model_type not in ("unigram", "bpe"):
+        raise TokenizerError(f"model_type must be 'unigram' or 'bpe', not {model_type!r}")
+    sentences = [normalize(t) for t in texts if t and t.strip()]
+    if not sentences:
+        raise TokenizerError("cannot train a tokenizer on an empty corpus")
+    model_path = Path(model_path)
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    try:
+        _train(sentences, buffer, vocab_size, model_type, character_coverage, max_sentences, seed_sentencepiece_size)
+    except RuntimeError as err:
+        if "Vocabulary size is smaller than required_chars" in str(err):
+            raise TokenizerError(
+                f"vocab_size {vocab_size} is too small for this corpus: it needs room for 256 byte pieces, "
+                f"{len(RESERVED_SYMBOLS) + 4} special symbols and every character ({err})"
+            ) from None
+        raise
+    model_path.write_bytes(buffer.getvalue())
+    return Tokenizer(model_path)
+
+
+def _train(sentences, buffer, vocab_size, model_type, character_coverage, max_sentences, seed_sentencepiece_size):
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=buffer,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        normalization_rule_name="identity",
+        byte_fallback=True,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        user_defined_symbols=list(RESERVED_SYMBOLS),
+        input_sentence_size=max_sentences,
+        shuffle_input_sentence=True,
+        seed_sentencepiece_size=seed_sentencepiece_size,
+        hard_vocab_limit=False,  # tiny test corpora cannot always fill the requested vocabulary
+        minloglevel=2,
+        num_threads=2,
+    )
