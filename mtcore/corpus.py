@@ -158,7 +158,8 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
 
             table, rejects = catalog_table(path, origin=path.name), empty_rejects()
         elif suffix in (".tsv", ".txt", ".tab"):
-            table, rejects = read_tsv(path, strict=strict)
+            loaded = read_tsv(path, strict=strict)
+            table, rejects = loaded.table, loaded.rejects
         else:
             raise CorpusError(f"{path}: unknown corpus format '{suffix}' (expected .parquet, .tsv, .po, .mo or a PREFIX of PREFIX.{src_lang}/PREFIX.{tgt_lang})")
     elif path.with_name(f"{path.name}.{src_lang}").exists() or path.with_name(f"{path.name}.{tgt_lang}").exists():

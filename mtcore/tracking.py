@@ -1,0 +1,115 @@
+"""MLflow tracking: where the store is, run naming and tags, and never crashing a job over it.
+
+The default store is a SQLite file under `runs/` (or `$MTCORE_HOME`); a tracking
+server URL in `MLFLOW_TRACKING_URI` takes over on a cluster. If that server cannot
+be reached, jobs warn once and record to the local fallback store instead of
+failing: losing a training run because a dashboard is down is the worse outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import subprocess
+import urllib.error
+import urllib.request
+import warnings
+from pathlib import Path
+
+from mtcore.paths import REPO_ROOT, RUNS_DIR
+
+log = logging.getLogger(__name__)
+
+MAX_PARAM_CHARS = 500  # MLflow rejects longer parameter values
+
+
+def local_store_uri() -> str:
+    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(RUNS_DIR / 'mlflow.db').resolve()}"
+
+
+def _server_reachable(uri: str, timeout: float = 3.0) -> bool:
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+_warned = False
+
+
+def tracking_uri() -> str:
+    """`MLFLOW_TRACKING_URI` when usable, else the local SQLite store (warning once if a server was down)."""
+    global _warned
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if not uri:
+        return local_store_uri()
+    if uri.startswith(("http://", "https://")) and not _server_reachable(uri):
+        fallback = local_store_uri()
+        if not _warned:
+            warnings.warn(
+                f"MLflow tracking server {uri} is unreachable; recording this run to {fallback} instead",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _warned = True
+        return fallback
+    return uri
+
+
+def setup(experiment: str):
+    """Point MLflow at the store and select (creating if needed) one experiment per entry point."""
+    import mlflow
+
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    if uri.startswith("sqlite:"):
+        # Artifacts next to the SQLite file, not in the current directory.
+        artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts"
+        if mlflow.get_experiment_by_name(experiment) is None:
+            mlflow.create_experiment(experiment, artifact_location=artifacts.resolve().as_uri())
+    mlflow.set_experiment(experiment)
+    return mlflow
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """Nested config → `model.heads`-style params, each value cut to MLflow's limit."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = str(value)[:MAX_PARAM_CHARS]
+    return flat
+
+
+def git_commit() -> str:
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+    return "unknown"
+
+
+def data_version(path: str | Path) -> str:
+    """A short content hash of a corpus file or directory: runs on the same data share it."""
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    for f in files:
+        if f.exists():
+            digest.update(f.name.encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def standard_tags(entry_point: str, data_path: str | Path | None = None) -> dict[str, str]:
+    tags = {"mtcore.entry_point": entry_point, "mtcore.git_commit": git_commit()}
+    if data_path is not None:
+        tags["mtcore.data_version"] = data_version(data_path)
+    return tags

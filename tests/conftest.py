@@ -1,0 +1,26 @@
+"""Shared fixtures: one real local Ray instance per test session (starting Ray costs seconds)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A real local Ray instance sized to this machine, shared by every test that needs Ray."""
+    os.environ.pop("RAY_ADDRESS", None)  # tests never touch a user's cluster
+    from mtcore.cluster import init_ray
+
+    ray = init_ray(num_cpus=min(2, os.cpu_count() or 1), object_store_memory=256 * 1024**2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path, monkeypatch):
+    """A real MLflow SQLite store private to one test."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri

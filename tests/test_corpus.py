@@ -1,0 +1,135 @@
+"""Corpus readers: every format, and every bad input names its file (and line)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mtcore.corpus import CorpusError, load_corpus, read_corpus, write_parquet
+
+PAIRS = [("Open file", "Mở tập tin"), ("Save %s", "Lưu %s"), ("Quit", "Thoát")]
+
+
+def write_tsv(path, lines, *, bom=False, crlf=False):
+    text = ("\r\n" if crlf else "\n").join(lines) + ("\r\n" if crlf else "\n")
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("bom,crlf", [(False, False), (True, False), (False, True), (True, True)])
+def test_tsv_reads_pairs_and_normalises_bom_and_crlf(tmp_path, bom, crlf):
+    path = write_tsv(tmp_path / "c.tsv", [f"{s}\t{t}" for s, t in PAIRS], bom=bom, crlf=crlf)
+    table = read_corpus(path)
+    assert list(zip(table["src"].to_pylist(), table["tgt"].to_pylist())) == PAIRS
+    assert table["origin"].to_pylist() == ["c.tsv"] * 3
+    assert table["id"].to_pylist() == ["c.tsv:1", "c.tsv:2", "c.tsv:3"]
+
+
+def test_parallel_text_prefix_iwslt_layout(tmp_path):
+    (tmp_path / "train.en").write_text("\n".join(s for s, _ in PAIRS) + "\n", encoding="utf-8")
+    (tmp_path / "train.vi").write_text("\n".join(t for _, t in PAIRS) + "\n", encoding="utf-8")
+    table = read_corpus(tmp_path / "train")
+    assert table["tgt"].to_pylist() == [t for _, t in PAIRS]
+    assert table["id"].to_pylist()[0] == "train:1"
+
+
+def test_parallel_text_custom_language_codes(tmp_path):
+    (tmp_path / "tst2013.vi").write_text("Xin chào\n", encoding="utf-8")
+    (tmp_path / "tst2013.en").write_text("Hello\n", encoding="utf-8")
+    table = read_corpus(tmp_path / "tst2013", src_lang="vi", tgt_lang="en")
+    assert (table["src"][0].as_py(), table["tgt"][0].as_py()) == ("Xin chào", "Hello")
+
+
+def test_parquet_file_and_directory(tmp_path):
+    table = pa.table({"src": [s for s, _ in PAIRS], "tgt": [t for _, t in PAIRS]})
+    pq.write_table(table.slice(0, 2), tmp_path / "part-0.parquet")
+    pq.write_table(table.slice(2), tmp_path / "part-1.parquet")
+    single = read_corpus(tmp_path / "part-0.parquet")
+    assert single.column_names[:4] == ["src", "tgt", "origin", "id"]
+    assert read_corpus(tmp_path).num_rows == 3  # a stage's kept/ directory
+
+
+def test_write_then_read_roundtrip(tmp_path):
+    table = pa.table({"src": ["a"], "tgt": ["ă"], "origin": ["x"], "id": ["1"]})
+    out = write_parquet(table, tmp_path / "deep" / "c.parquet")
+    assert read_corpus(out).equals(table)
+
+
+def test_po_catalog_dispatch(tmp_path):
+    po = tmp_path / "app.po"
+    po.write_text(
+        'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "Quit"\nmsgstr "Thoát"\n',
+        encoding="utf-8",
+    )
+    table = read_corpus(po)
+    assert table["src"].to_pylist() == ["Quit"] and table["tgt"].to_pylist() == ["Thoát"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_missing_file_names_it(tmp_path):
+    with pytest.raises(CorpusError, match="nowhere.tsv.*not found"):
+        read_corpus(tmp_path / "nowhere.tsv")
+
+
+def test_different_line_counts_names_both_files(tmp_path):
+    (tmp_path / "t.en").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "t.vi").write_text("a\nb\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"t\.en has 3 lines but .*t\.vi has 2"):
+        read_corpus(tmp_path / "t")
+
+
+def test_missing_half_of_a_pair(tmp_path):
+    (tmp_path / "t.en").write_text("a\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"t\.vi: file not found"):
+        read_corpus(tmp_path / "t")
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_bytes("ok\tđược\n".encode() + b"bad\t\xff\xfe\n")
+    with pytest.raises(CorpusError, match=r"bad\.tsv:2: invalid UTF-8"):
+        read_corpus(path)
+
+
+@pytest.mark.parametrize("line,count", [("only one column", 1), ("a\tb\tc", 3)])
+def test_wrong_column_count_strict_names_line(tmp_path, line, count):
+    path = write_tsv(tmp_path / "c.tsv", ["a\tb", line])
+    with pytest.raises(CorpusError, match=rf"c\.tsv:2: expected 2 tab-separated columns .* found {count}"):
+        read_corpus(path)
+
+
+def test_wrong_column_count_lenient_becomes_reason_coded_reject(tmp_path):
+    path = write_tsv(tmp_path / "c.tsv", ["a\tb", "broken", "c\td"])
+    loaded = load_corpus(path, strict=False)
+    assert loaded.table.num_rows == 2
+    assert loaded.rejects["reason"].to_pylist() == ["malformed_tsv"]
+    assert loaded.rejects["id"].to_pylist() == ["c.tsv:2"]
+    assert loaded.table.num_rows + loaded.rejects.num_rows == 3  # nothing vanished
+
+
+def test_empty_corpus_is_an_error(tmp_path):
+    path = tmp_path / "empty.tsv"
+    path.write_text("", encoding="utf-8")
+    with pytest.raises(CorpusError, match="empty.tsv: corpus is empty"):
+        read_corpus(path)
+
+
+def test_parquet_without_required_columns(tmp_path):
+    pq.write_table(pa.table({"english": ["a"], "tgt": ["b"]}), tmp_path / "x.parquet")
+    with pytest.raises(CorpusError, match=r"x\.parquet: missing column\(s\) \['src'\]"):
+        read_corpus(tmp_path / "x.parquet")
+
+
+def test_corrupt_parquet(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(CorpusError, match=r"x\.parquet: not readable as Parquet"):
+        read_corpus(tmp_path / "x.parquet")
+
+
+def test_unknown_extension(tmp_path):
+    (tmp_path / "x.xlsx").write_bytes(b"")
+    with pytest.raises(CorpusError, match="unknown corpus format '.xlsx'"):
+        read_corpus(tmp_path / "x.xlsx")

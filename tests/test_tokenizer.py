@@ -1,0 +1,63 @@
+"""SentencePiece: joint vocabulary, reserved symbols, exact round-trip of Vietnamese (NFC)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+
+from mtcore.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer, TokenizerError, train_tokenizer
+
+CORPUS = [
+    "Mở tập tin để đọc",
+    "Open the file to read",
+    "Không thể lưu tài liệu “%s”: đĩa đã đầy.",
+    "Could not save document “%s”: the disk is full.",
+    "Tiếng Việt có sáu thanh: ngang, huyền, sắc, hỏi, ngã, nặng.",
+    "Đường dẫn\nkhông hợp lệ",
+] * 40
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return train_tokenizer(CORPUS, tmp_path_factory.mktemp("spm") / "spm.model", vocab_size=500)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Mở tập tin để đọc",
+        "Không thể lưu tài liệu “%s”: đĩa đã đầy.",
+        "Người dùng ưa thích phở Hà Nội",  # letters not all seen in training
+        "Đường dẫn\nkhông hợp lệ",  # newline inside a message survives
+        "Ký tự lạ: 😀 ÷ 日本",  # byte fallback instead of ⁇
+    ],
+)
+def test_roundtrip_is_exact(tokenizer, text):
+    assert tokenizer.decode(tokenizer.encode([text])) == [text]
+
+
+def test_decomposed_input_comes_back_nfc(tokenizer):
+    decomposed = unicodedata.normalize("NFD", "Tiếng Việt")
+    assert decomposed != "Tiếng Việt"
+    assert tokenizer.decode(tokenizer.encode([decomposed])) == ["Tiếng Việt"]
+
+
+def test_special_ids_and_reserved_tag(tokenizer):
+    assert (tokenizer.sp.pad_id(), tokenizer.sp.bos_id(), tokenizer.sp.eos_id()) == (PAD_ID, BOS_ID, EOS_ID)
+    assert tokenizer.encode_pieces([f"{BT_TAG} Xin chào"])[0][:2] in ([BT_TAG, "▁"], ["▁", BT_TAG])
+    assert tokenizer.bt_tag_id in tokenizer.encode([f"{BT_TAG} Xin chào"])[0]
+    # special ids are dropped on decode
+    assert tokenizer.decode([[BOS_ID] + tokenizer.encode(["Xin chào"])[0] + [EOS_ID, PAD_ID]]) == ["Xin chào"]
+
+
+def test_vocab_too_small_is_a_clear_error(tmp_path):
+    with pytest.raises(TokenizerError, match="vocab_size 50 is too small"):
+        train_tokenizer(CORPUS, tmp_path / "s.model", vocab_size=50)
+
+
+def test_empty_corpus_and_missing_model(tmp_path):
+    with pytest.raises(TokenizerError, match="empty corpus"):
+        train_tokenizer(["", "  "], tmp_path / "s.model")
+    with pytest.raises(TokenizerError, match="not found"):
+        Tokenizer(tmp_path / "missing.model")
