@@ -1,0 +1,150 @@
+"""Training throughput (tokens/s) of mtcore's Transformer, and MFU on CUDA.
+
+    python benchmarks/train_speed.py [--presets small base] [--steps 5] [--max-tokens 2048] [--seq-len 32]
+
+Each step is mtcore's training step (forward, label-smoothed loss, backward, clipping,
+Adam with the Noam schedule; bf16 autocast on CUDA) on synthetic batches of fixed shape:
+rows x seq-len source tokens and as many target tokens, no padding, so token counts and
+FLOPs are exact. tokens/s counts source + target tokens.
+
+Anchor, measured in the same run on the same batches: `torch.nn.Transformer` of the same
+shape (same embeddings/output projection and loss around it); the figure is the ratio.
+
+FLOPs per step (the PaLM-paper accounting, Chowdhery et al. 2022, App. B, split by stack):
+a matmul with P weights costs 2P FLOPs per token forward, 4P backward, so
+  6 * (P_enc * src_tokens + (P_dec + V * d) * tgt_tokens)          # weights; V*d: output projection
++ 12 * layers * d * (S * src_tokens + (T + S) * tgt_tokens)         # attention scores and values
+where P_enc/P_dec are the encoder/decoder weight-matrix parameters, S/T the source/target
+lengths (decoder self-attention over T, cross-attention over S; the causal half is counted
+in full, as in PaLM). Embedding lookups, LayerNorm, softmax and biases are ignored.
+MFU = FLOPs/s / the GPU's dense bf16 peak (`--peak-tflops`, default by device name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.model import build_model
+from mtcore.tokenizer import BOS_ID
+from mtcore.training import label_smoothed_loss, make_optimizer
+
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense, SXM
+
+
+def default_peak(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+
+
+def train_flops(cfg: ModelConfig, rows: int, S: int, T: int) -> float:
+    d, L, f = cfg.d_model, cfg.layers, cfg.d_ff
+    p_enc = L * (4 * d * d + 2 * d * f)  # self-attention q,k,v,o + FFN
+    p_dec = L * (8 * d * d + 2 * d * f)  # self- and cross-attention + FFN
+    src_tok, tgt_tok = rows * S, rows * T
+    weights = 6 * (p_enc * src_tok + (p_dec + cfg.vocab_size * d) * tgt_tok)
+    attention = 12 * L * d * (S * src_tok + (T + S) * tgt_tok)
+    return float(weights + attention)
+
+
+class TorchTransformer(nn.Module):
+    """The anchor: nn.Transformer with the same shape, embeddings and tied output projection."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.core = nn.Transformer(cfg.d_model, cfg.heads, cfg.layers, cfg.layers, cfg.d_ff, cfg.dropout,
+                                   batch_first=True, norm_first=cfg.pre_norm)
+
+    def forward(self, src, tgt_in):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=src.device)
+        h = self.core(self.embed(src), self.embed(tgt_in), tgt_mask=mask, tgt_is_causal=True)
+        return h @ self.embed.weight.T
+
+
+def measure(model, batches, device, steps, bf16) -> float:
+    """Seconds per step, after one warm-up step."""
+    opt, sched = make_optimizer(model, TrainConfig(warmup=100), model.cfg.d_model)
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda")
+    model.train()
+
+    def step(src, tgt_in, tgt_out):
+        with autocast:
+            logits = model(src, tgt_in)
+        loss, _, n = label_smoothed_loss(logits, tgt_out, 0.1)
+        (loss / n).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+
+    step(*batches[0])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(steps):
+        step(*batches[i % len(batches)])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--presets", nargs="+", default=["small", "base"])
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--max-tokens", type=int, default=2048, help="rows x seq-len per batch")
+    p.add_argument("--seq-len", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steady on a shared machine)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--peak-tflops", type=float, default=None, help="bf16 dense peak; default by GPU name")
+    p.add_argument("--no-bf16", action="store_true")
+    p.add_argument("--no-anchor", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    peak = args.peak_tflops or default_peak(device)
+    rows, S = max(args.max_tokens // args.seq_len, 1), args.seq_len
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
+    print(f"device   {name}; torch {torch.__version__}; bf16 autocast {device.type == 'cuda' and not args.no_bf16}")
+    print(f"batch    {rows} rows x {S} source + {S} target tokens, vocab {args.vocab}, {args.steps} timed steps")
+    print(f"peak     {f'{peak:.0f} TFLOP/s bf16' if peak else 'n/a (no MFU)'}\n")
+    g = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(2):
+        src = torch.randint(4, args.vocab, (rows, S), generator=g)
+        tgt = torch.randint(4, args.vocab, (rows, S), generator=g)
+        tgt_in = torch.cat([torch.full((rows, 1), BOS_ID), tgt[:, :-1]], dim=1)
+        batches.append((src.to(device), tgt_in.to(device), tgt.to(device)))
+    print(f"{'preset':<8}{'model':<15}{'tokens/s':>12}{'s/step':>9}{'TFLOP/s':>9}{'MFU':>8}{'vs anchor':>11}")
+    for preset in args.presets:
+        cfg = ModelConfig.preset(preset, vocab_size=args.vocab)
+        flops = train_flops(cfg, rows, S, S)
+        results = {}
+        for kind in ("mtcore", "anchor") if not args.no_anchor else ("mtcore",):
+            torch.manual_seed(0)
+            model = (build_model(cfg) if kind == "mtcore" else TorchTransformer(cfg)).to(device)
+            secs = measure(model, batches, device, args.steps, not args.no_bf16)
+            tps = 2 * rows * S / secs
+            results[kind] = tps
+            tflops = flops / secs / 1e12
+            mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
+            ratio = f"{results['mtcore'] / tps:.2f}x" if kind == "anchor" else ""
+            label = "nn.Transformer" if kind == "anchor" else "mtcore"
+            print(f"{preset:<8}{label:<15}{tps:>12.0f}{secs:>9.3f}{tflops:>9.2f}{mfu:>8}{ratio:>11}", flush=True)
+            del model
+    print("\ntokens/s = (source + target tokens) / s; 'vs anchor' = mtcore tokens/s / nn.Transformer tokens/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

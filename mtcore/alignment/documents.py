@@ -1,0 +1,337 @@
+"""Sentence alignment of two documents that translate each other (Vecalign, Thompson & Koehn 2019).
+
+Alignments are blocks of consecutive sentences: 1-1, 1-2, 2-1, 2-2, 1-3, 3-1 (any
+a-b with a, b ≥ 1 and a + b ≤ `max_size`) plus deletions 1-0 and insertions 0-1.
+A block's cost is Vecalign's normalised cosine cost (`scoring.normalized_cost`):
+the embedding of a multi-sentence block is the embedding of its concatenated text
+(§3.1), and the normaliser compares each block with sentences sampled from the
+other document, so that hub-like blocks do not look cheap. A deletion costs
+`del_penalty`, a quantile (`del_quantile`) of the costs of random 1-1 pairs of the
+same two documents.
+
+Dynamic programming finds the cheapest monotone path of blocks. To stay
+linear-ish in length (§3.2), long documents are first aligned at a coarse
+resolution: the sentence vectors are averaged over windows of `r` sentences, the
+coarse documents are aligned (recursively, in the same way), and the fine search
+is restricted to a band of `band` sentences around the projected coarse path.
+Deviation: Vecalign halves the resolution at each level; we jump straight to
+the resolution where a dense search is cheap, which is one or two levels for
+documents of a few thousand sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mtcore.alignment.scoring import l2_normalize
+
+INF = float("inf")
+
+
+@dataclass
+class DocAlignConfig:
+    max_size: int = 4  # a + b ≤ 4: 1-1, 1-2, 2-1, 2-2, 1-3, 3-1 (Vecalign's default alignment_max_size)
+    del_quantile: float = 0.2  # deletion penalty = this quantile of random 1-1 costs (Vecalign's del_percentile_frac)
+    num_samples: int = 100  # sentences sampled for the cost normaliser
+    dense_cells: int = 250_000  # above this many DP cells, align coarse first
+    band: int = 10  # fine search width around the projected coarse path, in sentences
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Block:
+    src: tuple[int, ...]
+    tgt: tuple[int, ...]
+    cost: float
+
+    @property
+    def kind(self) -> str:
+        return f"{len(self.src)}-{len(self.tgt)}"
+
+
+def alignment_types(max_size: int) -> list[tuple[int, int]]:
+    types = [(1, 0), (0, 1)]
+    types += [(a, b) for a in range(1, max_size) for b in range(1, max_size) if a + b <= max_size]
+    return types
+
+
+# --------------------------------------------------------------------------- block embeddings
+
+
+def overlaps_from_text(sentences: list[str], encoder, max_n: int) -> list[np.ndarray]:
+    """[None, E1, E2, …]: E_n[i] embeds the concatenation of sentences i … i+n-1 (zeros past the end)."""
+    out: list[np.ndarray | None] = [None]
+    for n in range(1, max_n + 1):
+        texts = [" ".join(sentences[i : i + n]) for i in range(max(0, len(sentences) - n + 1))]
+        emb = encoder.encode(texts) if texts else np.zeros((0, encoder.dim), np.float32)
+        out.append(_pad_rows(emb, len(sentences)))
+    return out
+
+
+def overlaps_from_vectors(vectors: np.ndarray, max_n: int) -> list[np.ndarray]:
+    """As `overlaps_from_text`, with a block's embedding the normalised mean of its sentence vectors."""
+    out: list[np.ndarray | None] = [None]
+    csum = np.vstack([np.zeros((1, vectors.shape[1]), np.float32), np.cumsum(vectors, axis=0, dtype=np.float64)])
+    for n in range(1, max_n + 1):
+        sums = csum[n:] - csum[:-n] if len(vectors) >= n else np.zeros((0, vectors.shape[1]))
+        out.append(_pad_rows(l2_normalize(sums), len(vectors)))
+    return out
+
+
+def _pad_rows(emb: np.ndarray, n: int) -> np.ndarray:
+    full = np.zeros((n, emb.shape[1]), dtype=np.float32)
+    full[: len(emb)] = emb
+    return full
+
+
+# --------------------------------------------------------------------------- the DP
+
+
+def _normalizers(xo, yo, rng, num_samples):
+    xs = xo[1][rng.choice(len(xo[1]), size=min(num_samples, len(xo[1])), replace=False)]
+    ys = yo[1][rng.choice(len(yo[1]), size=min(num_samples, len(yo[1])), replace=False)]
+    nx = [None] + [(1.0 - e @ ys.T).mean(axis=1) for e in xo[1:]]
+    ny = [None] + [(1.0 - e @ xs.T).mean(axis=1) for e in yo[1:]]
+    return nx, ny
+
+
+def _deletion_penalty(xo, yo, nx, ny, rng, quantile) -> float:
+    n = 2000
+    i = rng.integers(len(xo[1]), size=n)
+    j = rng.integers(len(yo[1]), size=n)
+    cos = np.einsum("nd,nd->n", xo[1][i], yo[1][j])
+    costs = (1.0 - cos) / np.maximum(nx[1][i] + ny[1][j], 1e-6)
+    return float(np.quantile(costs, quantile))
+
+
+def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.ndarray) -> list[Block]:
+    """Cheapest path from (0, 0) to (N, M) through cells lo[i] ≤ j ≤ hi[i]; returns its blocks.
+
+    Row by row; within a row every move type is one vectorised step, and insertions
+    (0-1, which chain along the row) are a running minimum.
+    """
+    N, M = len(xo[1]), len(yo[1])
+    D = [np.full(hi[i] - lo[i] + 1, INF) for i in range(N + 1)]
+    back = [np.zeros(hi[i] - lo[i] + 1, dtype=np.int8) for i in range(N + 1)]
+    block_types = [t for t in types if t[0] > 0 and t[1] > 0]
+    codes = {t: k for k, t in enumerate(types)}
+    for i in range(N + 1):
+        js = np.arange(lo[i], hi[i] + 1)
+        best = np.full(len(js), INF)
+        arg = np.zeros(len(js), dtype=np.int8)
+        if i == 0:
+            best[js == 0] = 0.0
+        if i >= 1:  # deletion of source sentence i-1
+            cand = _prev(D, lo, hi, i - 1, js) + del_penalty
+            _take(best, arg, cand, codes[(1, 0)])
+        for a, b in block_types:
+            if i < a:
+                continue
+            prev = _prev(D, lo, hi, i - a, js - b)
+            ok = np.isfinite(prev)
+            if not ok.any():
+                continue
+            jj = js[ok] - b
+            xv = xo[a][i - a]
+            cos = yo[b][jj] @ xv
+            cost = (1.0 - cos) * a * b / np.maximum(nx[a][i - a] + ny[b][jj], 1e-6)
+            cand = np.full(len(js), INF)
+            cand[ok] = prev[ok] + cost
+            _take(best, arg, cand, codes[(a, b)])
+        # insertions of target sentences: D[j] = min(best[j], D[j-1] + p), a running minimum
+        ramp = np.arange(len(js)) * del_penalty
+        chained = np.minimum.accumulate(best - ramp) + ramp
+        from_left = chained < best - 1e-12
+        best = np.where(from_left, chained, best)
+        arg[from_left] = codes[(0, 1)]
+        D[i], back[i] = best, arg
+    return _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M)
+
+
+def _prev(D, lo, hi, row, js):
+    out = np.full(len(js), INF)
+    ok = (js >= lo[row]) & (js <= hi[row])
+    out[ok] = D[row][js[ok] - lo[row]]
+    return out
+
+
+def _take(best, arg, cand, code):
+    better = cand < best
+    best[better] = cand[better]
+    arg[better] = code
+
+
+def _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M) -> list[Block]:
+    if not np.isfinite(D[N][M - lo[N]]):
+        raise RuntimeError("no alignment path inside the search band")  # cannot happen: the band holds a path
+    blocks, i, j = [], N, M
+    while i > 0 or j > 0:
+        a, b = types[back[i][j - lo[i]]]
+        if a and b:
+            cos = float(xo[a][i - a] @ yo[b][j - b])
+            cost = (1.0 - cos) * a * b / max(nx[a][i - a] + ny[b][j - b], 1e-6)
+        else:
+            cost = del_penalty
+        blocks.append(Block(tuple(range(i - a, i)), tuple(range(j - b, j)), float(cost)))
+        i, j = i - a, j - b
+    return blocks[::-1]
+
+
+# --------------------------------------------------------------------------- coarse to fine
+
+
+def _band_from_path(blocks: list[Block], scale: int, N: int, M: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the fine lattice allowed around a coarse path whose units are `scale` sentences."""
+    points = [(0, 0)]
+    for blk in blocks:
+        i0, j0 = points[-1]
+        points.append((i0 + len(blk.src), j0 + len(blk.tgt)))
+    path_lo = np.full(N + 1, M, dtype=np.int64)
+    path_hi = np.zeros(N + 1, dtype=np.int64)
+    for (ci0, cj0), (ci1, cj1) in zip(points, points[1:]):
+        i0, i1 = min(ci0 * scale, N), min(ci1 * scale, N)
+        j0, j1 = min(cj0 * scale, M), min(cj1 * scale, M)
+        for i in range(i0, i1 + 1):
+            t = (i - i0) / (i1 - i0) if i1 > i0 else None
+            ja, jb = (j0, j1) if t is None else (int(j0 + t * (j1 - j0)), int(np.ceil(j0 + t * (j1 - j0))))
+            path_lo[i] = min(path_lo[i], ja)
+            path_hi[i] = max(path_hi[i], jb)
+    path_lo[N], path_hi[N] = min(path_lo[N], M), M
+    path_lo[0] = 0
+    lo = np.empty(N + 1, dtype=np.int64)
+    hi = np.empty(N + 1, dtype=np.int64)
+    for i in range(N + 1):
+        a, b = max(0, i - width), min(N, i + width)
+        lo[i] = max(0, path_lo[a : b + 1].min() - width)
+        hi[i] = min(M, path_hi[a : b + 1].max() + width)
+    return lo, hi
+
+
+def align_vectors(xo, yo, cfg: DocAlignConfig, rng: np.random.Generator | None = None) -> list[Block]:
+    """Align two documents given their block embeddings (`overlaps_from_*`), coarse to fine when long."""
+    rng = rng or np.random.default_rng(cfg.seed)
+    N, M = len(xo[1]), len(yo[1])
+    types = alignment_types(cfg.max_size)
+    if N == 0 or M == 0:
+        return [Block((i,), (), 0.0) for i in range(N)] + [Block((), (j,), 0.0) for j in range(M)]
+    nx, ny = _normalizers(xo, yo, rng, cfg.num_samples)
+    del_penalty = _deletion_penalty(xo, yo, nx, ny, rng, cfg.del_quantile)
+    if (N + 1) * (M + 1) <= cfg.dense_cells:
+        lo, hi = np.zeros(N + 1, dtype=np.int64), np.full(N + 1, M, dtype=np.int64)
+    else:
+        scale = int(np.ceil(np.sqrt((N + 1) * (M + 1) / cfg.dense_cells)))
+        coarse_x = _downsample(xo[1], scale)
+        coarse_y = _downsample(yo[1], scale)
+        coarse = align_vectors(
+            overlaps_from_vectors(coarse_x, cfg.max_size - 1), overlaps_from_vectors(coarse_y, cfg.max_size - 1), cfg, rng
+        )
+        lo, hi = _band_from_path(coarse, scale, N, M, max(cfg.band, scale))
+    return banded_dp(xo, yo, nx, ny, del_penalty, types, lo, hi)
+
+
+def _downsample(vectors: np.ndarray, scale: int) -> np.ndarray:
+    n = int(np.ceil(len(vectors) / scale))
+    padded = np.zeros((n * scale, vectors.shape[1]), dtype=np.float32)
+    padded[: len(vectors)] = vectors
+    return l2_normalize(padded.reshape(n, scale, -1).sum(axis=1))
+
+
+def align_documents(src: list[str], tgt: list[str], encoder, cfg: DocAlignConfig | None = None) -> list[Block]:
+    """Align the sentences of two documents; blocks in order, covering every sentence exactly once."""
+    cfg = cfg or DocAlignConfig()
+    max_n = cfg.max_size - 1
+    return align_vectors(overlaps_from_text(src, encoder, max_n), overlaps_from_text(tgt, encoder, max_n), cfg)
+
+
+# --------------------------------------------------------------------------- documents in and out
+
+
+_ABBREV = re.compile(r"(\b(e\.g|i\.e|etc|vs|cf|vv|Mr|Dr|No|v\.v)\.|\b[A-Z]\.)$")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Split on . ! ? followed by space and a capital, digit, quote or bullet; not after known abbreviations."""
+    pieces = re.split(r"(?<=[.!?])\s+", paragraph.strip())
+    out: list[str] = []
+    for piece in pieces:
+        if out and (not piece[:1].isupper() and not piece[:1].isdigit() and piece[:1] not in "\"'“(*+-" or _ABBREV.search(out[-1])):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return [s for s in out if s]
+
+
+_BULLET = re.compile(r"^\s*([*+•-]|\d+\.)\s+")
+
+
+def read_document(path: str | Path, split: str = "auto") -> list[str]:
+    """Sentences of a plain-text document.
+
+    `lines`: one sentence per line (blank lines skipped). `sentences`: paragraphs
+    (separated by blank lines or starting with a bullet) are unwrapped and split into
+    sentences. `auto`: `sentences` when ≥ 5 % of the lines are blank (wrapped prose),
+    else `lines`.
+    """
+    from mtcore.corpus import CorpusError, _decode_lines
+
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: file not found")
+    lines = _decode_lines(path)
+    if split == "auto":
+        blank = sum(1 for ln in lines if not ln.strip())
+        split = "sentences" if lines and blank / len(lines) >= 0.05 else "lines"
+    if split == "lines":
+        return [ln.strip() for ln in lines if ln.strip()]
+    if split != "sentences":
+        raise ValueError(f"split must be 'auto', 'lines' or 'sentences', not {split!r}")
+    paragraphs, current = [], []
+    for ln in lines:
+        if not ln.strip() or _BULLET.match(ln):
+            if current:
+                paragraphs.append(" ".join(current))
+            current = [ln.strip()] if ln.strip() else []
+        else:
+            current.append(ln.strip())
+    if current:
+        paragraphs.append(" ".join(current))
+    return [s for p in paragraphs for s in split_sentences(" ".join(p.split()))]
+
+
+def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: str | Path) -> Path:
+    """`.tsv`: src indices, tgt indices, cost, src text, tgt text (Vecalign's layout plus texts); else JSON lines."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for blk in blocks:
+            s_text = " ".join(src[i] for i in blk.src)
+            t_text = " ".join(tgt[j] for j in blk.tgt)
+            if path.suffix == ".tsv":
+                f.write(f"{list(blk.src)}\t{list(blk.tgt)}\t{blk.cost:.4f}\t{_tsv(s_text)}\t{_tsv(t_text)}\n")
+            else:
+                row = {"src": list(blk.src), "tgt": list(blk.tgt), "cost": round(blk.cost, 4), "src_text": s_text, "tgt_text": t_text}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def _tsv(text: str) -> str:
+    return text.replace("\t", " ").replace("\n", " ")
+
+
+def strict_f1(predicted: list[Block], gold: list[Block], include_deletions: bool = False) -> dict[str, float]:
+    """Vecalign's strict score: a block counts only if it matches a gold block exactly."""
+
+    def keyset(blocks):
+        return {(b.src, b.tgt) for b in blocks if include_deletions or (b.src and b.tgt)}
+
+    p, g = keyset(predicted), keyset(gold)
+    tp = len(p & g)
+    precision = tp / len(p) if p else 0.0
+    recall = tp / len(g) if g else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}

@@ -1,0 +1,205 @@
+"""Checkpoints: one directory is enough to translate.
+
+    DIR/model.pt        weights (a state dict; loaded with weights_only=True)
+    DIR/config.json     resolved ModelConfig (direction included), TrainConfig, step, metrics,
+                        and the SentencePiece model's sha256 + vocab size
+    DIR/spm.model       the SentencePiece model, copied in
+    DIR/train_state.pt  optional: optimizer, scheduler, step, epoch, best BLEU (to resume)
+
+Loading refuses a mismatch with a message naming it: a SentencePiece model that is not
+the one the weights were trained with, a vocabulary of another size, a weight of
+another shape (the parameter is named).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mtcore import __version__
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.model import Transformer, build_model
+from mtcore.tokenizer import Tokenizer
+
+WEIGHTS, CONFIG, SPM, TRAIN_STATE = "model.pt", "config.json", "spm.model", "train_state.pt"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used as asked; the message names the file or parameter at fault."""
+
+
+def unwrap(model: torch.nn.Module) -> Transformer:
+    """The bare model under DistributedDataParallel / torch.compile wrappers."""
+    while hasattr(model, "module") or hasattr(model, "_orig_mod"):
+        model = getattr(model, "module", None) or model._orig_mod
+    return model
+
+
+def tokenizer_fingerprint(tokenizer: Tokenizer) -> dict[str, Any]:
+    return {"file": SPM, "sha256": hashlib.sha256(tokenizer.model_bytes()).hexdigest(), "vocab_size": tokenizer.vocab_size}
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    model: Transformer
+    model_cfg: ModelConfig
+    tokenizer: Tokenizer
+    train_cfg: TrainConfig | None
+    meta: dict[str, Any]  # the whole config.json
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: torch.nn.Module,
+    tokenizer: Tokenizer,
+    *,
+    train_cfg: TrainConfig | None = None,
+    train_state: dict[str, Any] | None = None,
+    step: int | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> Path:
+    """Write atomically (a sibling temp directory renamed into place), replacing `directory`."""
+    directory = Path(directory)
+    model = unwrap(model)
+    fp = tokenizer_fingerprint(tokenizer)
+    if fp["vocab_size"] != model.cfg.vocab_size:
+        raise CheckpointError(f"tokenizer has {fp['vocab_size']} pieces but the model's vocab_size is {model.cfg.vocab_size}")
+    meta = {
+        "model": model.cfg.to_dict(),
+        "train": train_cfg.to_dict() if train_cfg else None,
+        "tokenizer": fp,
+        "step": step,
+        "metrics": metrics or {},
+        "mtcore_version": __version__,
+    }
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, tmp / WEIGHTS)
+    (tmp / CONFIG).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    shutil.copyfile(tokenizer.path, tmp / SPM)
+    if train_state is not None:
+        torch.save(train_state, tmp / TRAIN_STATE)
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(tmp, directory)
+    return directory
+
+
+def read_meta(directory: str | Path) -> dict[str, Any]:
+    directory = Path(directory)
+    for name in (CONFIG, WEIGHTS, SPM):
+        if not (directory / name).is_file():
+            raise CheckpointError(f"{directory}: not a checkpoint directory (missing {name})")
+    return json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+
+
+def check_tokenizer(meta: dict[str, Any], tokenizer: Tokenizer, where: str) -> None:
+    """The tokenizer must be byte-identical to the one recorded at save time."""
+    expected, actual = meta["tokenizer"], tokenizer_fingerprint(tokenizer)
+    if actual["sha256"] != expected["sha256"]:
+        raise CheckpointError(
+            f"{where}: SentencePiece model {tokenizer.path} (sha256 {actual['sha256'][:12]}, {actual['vocab_size']} pieces) "
+            f"is not the one this checkpoint was trained with (sha256 {expected['sha256'][:12]}, "
+            f"{expected['vocab_size']} pieces)"
+        )
+
+
+def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str = "checkpoint") -> None:
+    """`load_state_dict(strict=True)` with messages naming the parameter and both shapes."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(f"{where}: parameters missing {missing[:5]}, unexpected {unexpected[:5]} (another architecture?)")
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(own[name].shape):
+            raise CheckpointError(
+                f"{where}: parameter `{name}` has shape {tuple(tensor.shape)} in the checkpoint but "
+                f"{tuple(own[name].shape)} in the model (different vocabulary or config)"
+            )
+    model.load_state_dict(state)
+
+
+def load_checkpoint(
+    directory: str | Path, *, device: str | torch.device = "cpu", tokenizer: Tokenizer | None = None
+) -> Checkpoint:
+    """Model (eval mode, on `device`), its config and its tokenizer. Pass `tokenizer` to insist
+    that the checkpoint was trained with that exact SentencePiece model."""
+    directory = Path(directory)
+    meta = read_meta(directory)
+    own_tok = Tokenizer(directory / SPM)
+    check_tokenizer(meta, own_tok, f"{directory / SPM}")
+    if tokenizer is not None:
+        check_tokenizer(meta, tokenizer, str(directory))
+    model_cfg = ModelConfig.from_dict(meta["model"])
+    if model_cfg.vocab_size != own_tok.vocab_size:
+        raise CheckpointError(
+            f"{directory}: config vocab_size {model_cfg.vocab_size} but {SPM} has {own_tok.vocab_size} pieces"
+        )
+    model = build_model(model_cfg)
+    load_weights(model, torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True), str(directory / WEIGHTS))
+    model.to(device).eval()
+    train_cfg = TrainConfig.from_dict(meta["train"]) if meta.get("train") else None
+    return Checkpoint(directory, model, model_cfg, own_tok, train_cfg, meta)
+
+
+def load_train_state(directory: str | Path) -> dict[str, Any] | None:
+    """What `fit(..., state=...)` resumes from: train_state.pt plus the weights; None if not saved."""
+    directory = Path(directory)
+    if not (directory / TRAIN_STATE).is_file():
+        return None
+    state = torch.load(directory / TRAIN_STATE, map_location="cpu", weights_only=True)
+    state["model"] = torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True)
+    return state
+
+
+# --------------------------------------------------------------------------- averaging
+
+
+def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
+    """The `n` checkpoint directories under `run_dir` with the highest recorded step, oldest first."""
+    found = []
+    for d in Path(run_dir).iterdir():
+        if d.is_dir() and (d / CONFIG).is_file():
+            step = json.loads((d / CONFIG).read_text(encoding="utf-8")).get("step")
+            if step is not None:
+                found.append((step, d))
+    return [d for _, d in sorted(found)[-n:]]
+
+
+def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path | None = None) -> Checkpoint:
+    """Parameter-wise mean of several checkpoints of one run (§6.1: the last 5 or 20, written every
+    10 minutes). All must share the config and SentencePiece model. Saved to `out_dir` if given."""
+    if not directories:
+        raise CheckpointError("no checkpoints to average")
+    metas = [read_meta(d) for d in directories]
+    for d, m in zip(directories[1:], metas[1:]):
+        if m["model"] != metas[0]["model"]:
+            diff = sorted(k for k in m["model"] if m["model"][k] != metas[0]["model"].get(k))
+            raise CheckpointError(f"{d}: model config differs from {directories[0]} in {diff}")
+        if m["tokenizer"]["sha256"] != metas[0]["tokenizer"]["sha256"]:
+            raise CheckpointError(f"{d}: SentencePiece model differs from {directories[0]}")
+    total: dict[str, torch.Tensor] = {}
+    for d in directories:
+        state = torch.load(Path(d) / WEIGHTS, map_location="cpu", weights_only=True)
+        for k, v in state.items():
+            total[k] = total[k] + v.double() if k in total else v.double()
+    last = load_checkpoint(directories[-1])
+    avg = {k: (v / len(directories)).to(last.model.state_dict()[k].dtype) for k, v in total.items()}
+    load_weights(last.model, avg, "average")
+    if out_dir is not None:
+        metrics = {"averaged_from": [str(d) for d in directories]}
+        save_checkpoint(out_dir, last.model, last.tokenizer, train_cfg=last.train_cfg, step=last.meta.get("step"), metrics=metrics)
+        last = dataclasses.replace(last, path=Path(out_dir))
+    return last

@@ -1,0 +1,147 @@
+"""YAML → validated rule list. Every error is found before any work starts and names its key.
+
+Two forms are accepted:
+
+    # a plain list: the rules, default normalisation
+    - NonEmpty: {}
+    - TooShort: {min_chars: 2}
+
+    # a mapping: normalisation settings and the rules
+    normalize: {nfc: true, whitespace: true, accelerators: true}
+    rules:
+      - NonEmpty: {}
+      - LengthRatio: {min_ratio: 0.5, max_ratio: 2.5}
+
+A rule may be written as a bare name (`- NonEmpty`) when it takes its defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from mtcore.cleaning.normalize import NormalizeConfig
+from mtcore.cleaning.rules import REGISTRY, Rule
+
+DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
+
+
+class ConfigError(ValueError):
+    """A cleaning configuration that cannot be used; the message names every offending key."""
+
+
+@dataclass
+class CleaningConfig:
+    rules: list[Rule]
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    source: str = "<dict>"
+
+    @property
+    def row_rules(self) -> list[Rule]:
+        return [r for r in self.rules if not r.global_rule]
+
+    @property
+    def global_rules(self) -> list[Rule]:
+        return [r for r in self.rules if r.global_rule]
+
+    def to_dict(self) -> dict:
+        """The resolved configuration, defaults filled in (for report.json)."""
+        return {
+            "normalize": {f.name: getattr(self.normalize, f.name) for f in fields(self.normalize)},
+            "rules": [{r.name(): r.params()} for r in self.rules],
+        }
+
+
+def _type_ok(value, annotation: str) -> bool:
+    kinds = [a.strip() for a in str(annotation).split("|")]
+    for kind in kinds:
+        if kind == "None" and value is None:
+            return True
+        if kind == "bool" and isinstance(value, bool):
+            return True
+        if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if kind == "str" and isinstance(value, str):
+            return True
+        if kind.startswith("list") and isinstance(value, list):
+            return True
+    return False
+
+
+def _check_params(where: str, cls, params, errors: list[str]) -> None:
+    if not isinstance(params, dict):
+        errors.append(f"{where}: parameters must be a mapping, found {type(params).__name__} ({params!r})")
+        return
+    known = {f.name: f for f in fields(cls) if f.init}
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        errors.append(f"{where}: unknown parameter(s) {unknown}; {cls.__name__} takes {sorted(known) or 'none'}")
+    for key, value in params.items():
+        if key in known and not _type_ok(value, known[key].type):
+            errors.append(f"{where}.{key}: expected {known[key].type}, found {type(value).__name__} ({value!r})")
+
+
+def _rule_entries(items, errors: list[str]) -> list[tuple[str, str, dict]]:
+    if not isinstance(items, list):
+        errors.append(f"rules: expected a list of {{RuleName: {{params}}}}, found {type(items).__name__}")
+        return []
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {item: {}}
+        if not isinstance(item, dict) or len(item) != 1:
+            errors.append(f"rules[{i}]: expected one {{RuleName: {{params}}}}, found {item!r}")
+            continue
+        (name, params), = item.items()
+        out.append((f"rules[{i}].{name}", name, {} if params is None else params))
+    return out
+
+
+def build_config(data, source: str = "<dict>") -> CleaningConfig:
+    """Validate and instantiate; raises ConfigError listing every problem at once."""
+    errors: list[str] = []
+    normalize = {}
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - {"normalize", "rules"})
+        if unknown:
+            errors.append(f"unknown top-level key(s) {unknown}; expected 'normalize' and 'rules'")
+        normalize = data.get("normalize") or {}
+        items = data.get("rules", [])
+    else:
+        items = data
+    _check_params("normalize", NormalizeConfig, normalize, errors)
+    entries = _rule_entries(items, errors)
+    unknown_rules = [(w, n) for w, n, _ in entries if n not in REGISTRY]
+    if unknown_rules:
+        errors.append(
+            f"unknown rule(s) {[n for _, n in unknown_rules]} at {[w for w, _ in unknown_rules]}; "
+            f"available: {sorted(REGISTRY)}"
+        )
+    for where, name, params in entries:
+        if name in REGISTRY:
+            _check_params(where, REGISTRY[name], params, errors)
+    if errors:
+        raise ConfigError(f"{source}: invalid cleaning config:\n  - " + "\n  - ".join(errors))
+    rules = []
+    for where, name, params in entries:
+        try:
+            rules.append(REGISTRY[name](**params))
+        except (ValueError, OSError) as err:  # e.g. a held-out set that cannot be read
+            raise ConfigError(f"{source}: {where}: {err}") from None
+    return CleaningConfig(rules=rules, normalize=NormalizeConfig(**normalize), source=source)
+
+
+def load_config(path: str | Path | None = None) -> CleaningConfig:
+    """Read a YAML rules file (default: the shipped `default_rules.yaml`)."""
+    path = Path(path) if path is not None else DEFAULT_RULES
+    if not path.is_file():
+        raise ConfigError(f"{path}: cleaning config not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    return build_config(data if data is not None else [], source=str(path))

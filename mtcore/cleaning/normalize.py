@@ -1,0 +1,118 @@
+"""Normalisations that change text but drop nothing; each one's changed-row count is reported.
+
+- `nfc`: Unicode NFC. Vietnamese is often typed with combining tone marks
+  (e + U+0301); NFC makes one code point per letter, which the letter-share
+  rules and the duplicate keys rely on.
+- `whitespace`: every run of whitespace (newlines and Unicode spaces
+  included) becomes one space; leading/trailing whitespace is stripped.
+  Multi-line gettext help text becomes one line, which is what an MT model
+  trains on.
+- `accelerators`: a menu accelerator marker (GTK `_File`, Qt/KDE `&File`) is
+  removed only when *both* sides carry exactly one, so that snake_case names,
+  `R&D` or an entity like `&amp;` are left alone.
+
+Everything is vectorised with Arrow compute except the accelerator step, which
+runs in Python on the few rows whose both sides contain `_` or `&`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_WS_RE2 = r"[\s\p{Zs}\x{2028}\x{2029}\x{85}]+"
+
+# One accelerator: the marker followed by a letter/digit; `&&`/`__` are escaped literals.
+_GTK = re.compile(r"(?<!_)_(?=[^\W_])")
+_KDE = re.compile(r"(?<!&)&(?=[^\W_])(?![A-Za-z][A-Za-z0-9]{1,8};|#\d+;|#[xX][0-9A-Fa-f]+;)")
+
+
+@dataclass(frozen=True)
+class NormalizeConfig:
+    nfc: bool = True
+    whitespace: bool = True
+    accelerators: bool = True
+
+
+def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> tuple[str, str] | None:
+    """Both sides without their single marker, or None when this is not an accelerator pair."""
+    ms, mt = pattern.findall(src), pattern.findall(tgt)
+    if len(ms) != 1 or len(mt) != 1 or src.count(marker) != 1 or tgt.count(marker) != 1:
+        return None
+    i, j = src.index(marker), tgt.index(marker)
+    # An identifier the translator copied as is (LC_ALL, file_name, AT&T) is not an accelerator.
+    tok_s = re.search(r"[\w&]*\Z", src[:i]).group(0) + re.match(r"[\w&]*", src[i:]).group(0)
+    tok_t = re.search(r"[\w&]*\Z", tgt[:j]).group(0) + re.match(r"[\w&]*", tgt[j:]).group(0)
+    if tok_s == tok_t and i > 0 and (src[i - 1].isalnum()):
+        return None
+    return src[:i] + src[i + 1 :], tgt[:j] + tgt[j + 1 :]
+
+
+def _accelerators(src: pa.Array, tgt: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    changed = np.zeros(len(src), dtype=bool)
+    out_s, out_t = None, None
+    for marker, pattern in (("_", _GTK), ("&", _KDE)):
+        cand = pc.and_(pc.match_substring(src, marker), pc.match_substring(tgt, marker))
+        idx = np.flatnonzero(cand.to_numpy(zero_copy_only=False))
+        if len(idx) == 0:
+            continue
+        if out_s is None:
+            out_s, out_t = src.to_pylist(), tgt.to_pylist()
+        for i in idx:
+            fixed = _strip_accelerator(out_s[i], out_t[i], pattern, marker)
+            if fixed is not None:
+                out_s[i], out_t[i] = fixed
+                changed[i] = True
+    if out_s is None:
+        return src, tgt, changed
+    return pa.array(out_s, pa.string()), pa.array(out_t, pa.string()), changed
+
+
+def _nfc(arr: pa.Array) -> pa.Array:
+    """Unicode NFC. Not `pc.utf8_normalize`: in pyarrow 25 its "NFC" returns decomposed text.
+
+    Only rows with a code point at or above U+0300 can change (nothing below composes or
+    decomposes), so Python's `unicodedata` sees only those.
+    """
+    cand = np.flatnonzero(pc.fill_null(pc.match_substring_regex(arr, r"[^\x{00}-\x{2FF}]"), False).to_numpy(zero_copy_only=False))
+    if len(cand) == 0:
+        return arr
+    values = arr.take(pa.array(cand)).to_pylist()
+    fixed = [(i, unicodedata.normalize("NFC", v)) for i, v in zip(cand, values) if not unicodedata.is_normalized("NFC", v)]
+    if not fixed:
+        return arr
+    out = arr.to_pylist()
+    for i, v in fixed:
+        out[i] = v
+    return pa.array(out, pa.string())
+
+
+def _changed(before_s, before_t, after_s, after_t) -> np.ndarray:
+    diff = pc.or_(pc.not_equal(before_s, after_s), pc.not_equal(before_t, after_t))
+    return pc.fill_null(diff, False).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig()) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """`table` with normalised `src`/`tgt`, and per normalisation a mask of the rows it changed."""
+    src = pc.fill_null(table.column("src").combine_chunks().cast(pa.string()), "")
+    tgt = pc.fill_null(table.column("tgt").combine_chunks().cast(pa.string()), "")
+    counts: dict[str, np.ndarray] = {}
+    if cfg.nfc:
+        s2, t2 = _nfc(src), _nfc(tgt)
+        counts["nfc"] = _changed(src, tgt, s2, t2)
+        src, tgt = s2, t2
+    if cfg.whitespace:
+        s2 = pc.utf8_trim_whitespace(pc.replace_substring_regex(src, _WS_RE2, " "))
+        t2 = pc.utf8_trim_whitespace(pc.replace_substring_regex(tgt, _WS_RE2, " "))
+        counts["whitespace"] = _changed(src, tgt, s2, t2)
+        src, tgt = s2, t2
+    if cfg.accelerators:
+        src, tgt, counts["accelerators"] = _accelerators(src, tgt)
+    table = table.set_column(table.schema.get_field_index("src"), "src", src)
+    table = table.set_column(table.schema.get_field_index("tgt"), "tgt", tgt)
+    return table, counts

@@ -1,0 +1,289 @@
+"""The cleaning stage: normalise, apply the row-wise rules batch by batch, deduplicate globally, split.
+
+Three steps, the same with or without Ray:
+
+1. `score_batch` (row-wise, any batch size): normalise `src`/`tgt`, run the
+   row-wise rules in order on the rows still alive (the first rejecting rule
+   gives the reason, its score and a detail), and add the 64-bit duplicate keys.
+2. `decide_duplicates` (global): among the rows no rule rejected, keep the
+   first by `id` of every exact key, then of every normalised key. It needs
+   only four small columns of the whole corpus, so it runs on the driver.
+3. `finalize_batch` (row-wise): mark the duplicates, then split into kept rows
+   (the input's columns, normalised text) and rejects (`REJECT_SCHEMA`).
+
+`clean_table` runs them in process; `clean_dataset` runs steps 1 and 3 as Ray
+Data `map_batches` tasks over Parquet blocks (one task per CPU at a time) with
+step 1's output spilled to `OUTPUT/_scored/`. Both give the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from mtcore.cleaning.config import CleaningConfig, load_config
+from mtcore.cleaning.normalize import normalize_table
+from mtcore.ledger import REJECT_SCHEMA, StageReport, write_report
+
+STAGE = "clean"
+NORMALIZATIONS = ("nfc", "whitespace", "accelerators")
+INTERNAL = ("_reason", "_score", "_detail", "_h_exact", "_h_near", "_rowkey") + tuple(f"_n_{n}" for n in NORMALIZATIONS)
+META_COLUMNS = ["id", "_reason", "_h_exact", "_h_near", "_rowkey"] + [f"_n_{n}" for n in NORMALIZATIONS]
+BATCH_SIZE = 4096
+ROWS_PER_BLOCK = 25_000
+
+
+# --------------------------------------------------------------------------- step 1: row-wise
+
+
+def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
+    """Normalised batch with the reason/score/detail of the first rejecting rule and duplicate keys."""
+    n = len(batch)
+    table, changed = normalize_table(batch, cfg.normalize)
+    reason = np.full(n, None, dtype=object)
+    score = np.full(n, np.nan)
+    detail = np.full(n, None, dtype=object)
+    alive = np.arange(n)
+    for rule in cfg.row_rules:
+        if len(alive) == 0:
+            break
+        sub = table if len(alive) == n else table.take(pa.array(alive))
+        scores = rule.score(sub)
+        ok = np.asarray(rule.accept(scores), dtype=bool)
+        if not ok.all():
+            bad = ~ok
+            idx = alive[bad]
+            reason[idx] = rule.reason
+            score[idx] = np.asarray(scores[rule.score_key], dtype=float)[bad]
+            detail[idx] = rule.details(sub, scores, bad)
+            alive = alive[ok]
+    cols = {
+        "_reason": pa.array(reason, pa.string()),
+        "_score": pa.array(score, pa.float64(), from_pandas=True),  # NaN → null: no score
+        "_detail": pa.array(detail, pa.string()),
+    }
+    dup = next(iter(cfg.global_rules), None)
+    keys = dup.keys(table) if dup is not None else {"exact": np.zeros(n, np.uint64), "near": np.zeros(n, np.uint64)}
+    cols["_h_exact"] = pa.array(keys["exact"], pa.uint64())
+    cols["_h_near"] = pa.array(keys["near"], pa.uint64())
+    # A row identity for the global step; random, because rows identical in id and text are interchangeable.
+    base = int(np.random.default_rng().integers(0, 2**62))
+    cols["_rowkey"] = pa.array(np.arange(n, dtype=np.uint64) + np.uint64(base), pa.uint64())
+    for name in NORMALIZATIONS:
+        mask = changed.get(name, np.zeros(n, dtype=bool))
+        cols[f"_n_{name}"] = pa.array(mask, pa.bool_())
+    for name, arr in cols.items():
+        table = table.append_column(name, arr)
+    return table
+
+
+# --------------------------------------------------------------------------- step 2: global
+
+
+@dataclass
+class DuplicateDecision:
+    """Rows (by `_rowkey`) that the global step rejects, with reason and detail."""
+
+    rowkeys: np.ndarray
+    reasons: np.ndarray
+    details: np.ndarray
+
+    def index(self) -> pd.Index:
+        return pd.Index(self.rowkeys)
+
+
+def decide_duplicates(meta: pa.Table, cfg: CleaningConfig) -> DuplicateDecision:
+    """Keep the first row by id of each exact key, then of each normalised key; reject the rest."""
+    dup = next(iter(cfg.global_rules), None)
+    empty = DuplicateDecision(np.zeros(0, np.uint64), np.zeros(0, object), np.zeros(0, object))
+    if dup is None or len(meta) == 0:
+        return empty
+    df = meta.select(["id", "_reason", "_h_exact", "_h_near", "_rowkey"]).to_pandas()
+    df = df[df["_reason"].isna()].sort_values(["id", "_h_exact", "_rowkey"], kind="stable")
+    out_keys, out_reasons, out_details = [], [], []
+    for key, reason, enabled in (("_h_exact", dup.reason, True), ("_h_near", dup.near_reason, dup.normalized)):
+        if not enabled or df.empty:
+            continue
+        first_id = df.groupby(key, sort=False)["id"].transform("first")
+        is_dup = df.duplicated(key, keep="first").to_numpy()
+        out_keys.append(df["_rowkey"].to_numpy()[is_dup])
+        out_reasons.append(np.full(int(is_dup.sum()), reason, dtype=object))
+        out_details.append(("duplicate of id " + first_id[is_dup].astype(str)).to_numpy(dtype=object))
+        df = df[~is_dup]
+    if not out_keys:
+        return empty
+    return DuplicateDecision(np.concatenate(out_keys).astype(np.uint64), np.concatenate(out_reasons), np.concatenate(out_details))
+
+
+# --------------------------------------------------------------------------- step 3: split
+
+
+def _with_duplicates(batch: pa.Table, dups: DuplicateDecision) -> tuple[np.ndarray, np.ndarray]:
+    reason = batch.column("_reason").to_numpy(zero_copy_only=False).astype(object)
+    detail = batch.column("_detail").to_numpy(zero_copy_only=False).astype(object)
+    if len(dups.rowkeys):
+        pos = dups.index().get_indexer(batch.column("_rowkey").to_numpy())
+        hit = pos >= 0
+        reason[hit] = dups.reasons[pos[hit]]
+        detail[hit] = dups.details[pos[hit]]
+    return reason, detail
+
+
+def finalize_kept(batch: pa.Table, dups: DuplicateDecision) -> pa.Table:
+    reason, _ = _with_duplicates(batch, dups)
+    keep = pa.array(pd.isna(reason))
+    return batch.filter(keep).drop_columns([c for c in INTERNAL if c in batch.column_names])
+
+
+def finalize_rejects(batch: pa.Table, dups: DuplicateDecision) -> pa.Table:
+    reason, detail = _with_duplicates(batch, dups)
+    rej = ~pd.isna(reason)
+    idx = pa.array(np.flatnonzero(rej))
+    sub = batch.take(idx)
+    n = len(sub)
+    return pa.table(
+        {
+            "src": sub.column("src"),
+            "tgt": sub.column("tgt"),
+            "origin": sub.column("origin").cast(pa.string()),
+            "id": sub.column("id").cast(pa.string()),
+            "stage": pa.array([STAGE] * n, pa.string()),
+            "reason": pa.array(reason[rej], pa.string()),
+            "score": sub.column("_score"),  # null for duplicates and rules without a score
+            "detail": pa.array(detail[rej], pa.string()),
+        },
+        schema=REJECT_SCHEMA,
+    )
+
+
+def make_report(meta: pa.Table, dups: DuplicateDecision, cfg: CleaningConfig, **extra) -> StageReport:
+    reasons = pd.Series(meta.column("_reason").to_numpy(zero_copy_only=False)).dropna()
+    counts = reasons.value_counts().to_dict()
+    for r, c in pd.Series(dups.reasons, dtype=object).value_counts().items():
+        counts[r] = counts.get(r, 0) + int(c)
+    rejected = sum(counts.values())
+    normalized = {n: int(np.asarray(meta.column(f"_n_{n}").to_numpy(zero_copy_only=False)).sum()) for n in NORMALIZATIONS}
+    report = StageReport(
+        STAGE,
+        input=len(meta),
+        kept=len(meta) - rejected,
+        rejected={k: int(v) for k, v in sorted(counts.items())},
+        extra={"normalized_rows": normalized, "rule_order": [r.name() for r in cfg.rules], **extra},
+    )
+    return report.reconcile()
+
+
+# --------------------------------------------------------------------------- without Ray
+
+
+def clean_table(table: pa.Table, cfg: CleaningConfig | None = None, batch_size: int = BATCH_SIZE):
+    """(kept, rejects, report) for an in-memory corpus, without Ray."""
+    cfg = cfg or load_config()
+    if len(table) == 0:
+        scored = score_batch(table, cfg)
+    else:
+        scored = pa.concat_tables(
+            [score_batch(table.slice(i, batch_size), cfg) for i in range(0, len(table), batch_size)]
+        )
+    dups = decide_duplicates(scored, cfg)
+    kept = finalize_kept(scored, dups)
+    rejects = finalize_rejects(scored, dups)
+    report = make_report(scored.select(META_COLUMNS), dups, cfg)
+    return kept, rejects, report
+
+
+# --------------------------------------------------------------------------- with Ray Data
+
+
+@dataclass
+class CleanResult:
+    output: Path
+    report: dict
+    skipped: bool = False
+
+
+def outputs_exist(output: Path) -> bool:
+    return (output / "report.json").is_file() and (output / "kept").is_dir() and (output / "rejects").is_dir()
+
+
+def _ensure_parquet_dir(path: Path, schema: pa.Schema) -> None:
+    """Ray writes no file for an empty dataset; readers still expect a Parquet directory."""
+    path.mkdir(parents=True, exist_ok=True)
+    if not any(path.glob("*.parquet")):
+        pq.write_table(schema.empty_table(), path / "empty.parquet")
+
+
+def clean_dataset(
+    input_path: str | Path,
+    output: str | Path,
+    cfg: CleaningConfig | None = None,
+    *,
+    overwrite: bool = False,
+    num_cpus: int | None = None,
+    rows_per_block: int = ROWS_PER_BLOCK,
+) -> CleanResult:
+    """Clean a corpus on Ray Data; writes OUTPUT/kept/, OUTPUT/rejects/ and OUTPUT/report.json.
+
+    A stage whose outputs exist is skipped (the existing report is returned) unless `overwrite`.
+    """
+    import ray
+
+    from mtcore.cluster import available_cpus, init_ray
+    from mtcore.corpus import CorpusError, load_corpus
+
+    output, input_path = Path(output), Path(input_path)
+    if outputs_exist(output) and not overwrite:
+        return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
+    cfg = cfg or load_config()
+    if not input_path.exists() and not input_path.with_name(input_path.name + ".en").exists():
+        raise CorpusError(f"{input_path}: file not found")
+    for sub in ("kept", "rejects", "_scored", "report.json"):
+        p = output / sub
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+    init_ray(num_cpus=num_cpus)
+    cpus = max(1, available_cpus())
+    if input_path.suffix == ".parquet" or input_path.is_dir():
+        rows = pads.dataset(str(input_path), format="parquet").count_rows()
+        blocks = max(cpus, math.ceil(rows / rows_per_block))
+        # A single-file corpus is one read task; split it so that every CPU gets blocks.
+        ds = ray.data.read_parquet(str(input_path), override_num_blocks=blocks).repartition(blocks)
+    else:  # TSV, IWSLT pair, gettext catalog: read on the driver, then distribute
+        table = load_corpus(input_path).table
+        rows = len(table)
+        blocks = max(cpus, math.ceil(rows / rows_per_block))
+        ds = ray.data.from_arrow(table).repartition(blocks)
+    if rows == 0:
+        raise CorpusError(f"{input_path}: corpus is empty")
+
+    scored_dir = output / "_scored"
+    ds.map_batches(score_batch, fn_kwargs={"cfg": cfg}, batch_format="pyarrow", batch_size=BATCH_SIZE).write_parquet(
+        str(scored_dir)
+    )
+    meta = pq.read_table(scored_dir, columns=META_COLUMNS)
+    dups = decide_duplicates(meta, cfg)
+    scored = ray.data.read_parquet(str(scored_dir), override_num_blocks=blocks)
+    kw = {"batch_format": "pyarrow", "batch_size": None, "fn_kwargs": {"dups": dups}}
+    scored.map_batches(finalize_kept, **kw).write_parquet(str(output / "kept"))
+    scored.map_batches(finalize_rejects, **kw).write_parquet(str(output / "rejects"))
+    kept_schema = pq.read_schema(next(iter(sorted(scored_dir.glob("*.parquet")))))
+    kept_schema = pa.schema([f for f in kept_schema if f.name not in INTERNAL])
+    _ensure_parquet_dir(output / "kept", kept_schema)
+    _ensure_parquet_dir(output / "rejects", REJECT_SCHEMA)
+    shutil.rmtree(scored_dir)
+
+    report = make_report(meta, dups, cfg, blocks=blocks, cpus=cpus)
+    write_report(output / "report.json", report, input_path=str(input_path), config=cfg.to_dict())
+    return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")))

@@ -1,0 +1,243 @@
+"""Typed, strict configuration for models and training runs.
+
+Defaults are the paper's ("Attention Is All You Need", §5-6) and live here once: the
+CLI, the YAML files under `experiments/` and Ray Tune's search space all read them
+from these dataclasses. Loading is strict: unknown keys are an error that lists them,
+and a value of the wrong type is an error that names the key.
+
+    cfg = RunConfig.from_dict(yaml.safe_load(text))
+    cfg = cfg.with_overrides(["model.heads=4", "train.warmup=2000"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+ARCHS = ("transformer",)  # "rnn" is reserved for a later baseline
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key at fault."""
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Encoder-decoder shape. Defaults: the base model of Vaswani et al. 2017, Table 3."""
+
+    arch: str = "transformer"
+    vocab_size: int = 0  # 0 = take it from the tokenizer when the model is built
+    d_model: int = 512
+    layers: int = 6  # N, the same for encoder and decoder
+    heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1  # residual + embedding dropout, §5.4
+    attention_dropout: float = 0.0  # the paper drops residuals only; the Annotated Transformer also drops attention
+    pre_norm: bool = False  # True: LayerNorm before each sublayer (Wang et al. 2019), steadier for deep/large-lr runs
+    max_positions: int = 1024  # rows of the sinusoid table; longer inputs are an error
+    src_lang: str = "en"
+    tgt_lang: str = "vi"
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise ConfigError(f"`arch` {self.arch!r} is not available; choose from {list(ARCHS)}")
+        for name in ("d_model", "layers", "heads", "d_ff", "max_positions"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
+        if self.vocab_size < 0:
+            raise ConfigError(f"`vocab_size` ({self.vocab_size}) must be >= 0 (0 = from the tokenizer)")
+        if self.d_model % self.heads:
+            raise ConfigError(f"`heads` ({self.heads}) must divide `d_model` ({self.d_model})")
+        if self.d_model % 2:
+            raise ConfigError(f"`d_model` ({self.d_model}) must be even: sinusoidal positions pair sin and cos")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be in [0, 1)")
+        if self.src_lang == self.tgt_lang:
+            raise ConfigError(f"`src_lang` and `tgt_lang` are both {self.src_lang!r}")
+
+    @property
+    def direction(self) -> str:
+        return f"{self.src_lang}-{self.tgt_lang}"
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> ModelConfig:
+        if name not in PRESETS:
+            raise ConfigError(f"unknown model preset {name!r}; choose from {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """Strict: unknown keys and wrong types are errors. A `preset` key picks the starting point."""
+        d = dict(d)
+        base = PRESETS[_check_preset(d.pop("preset"))] if "preset" in d else {}
+        return _from_dict(cls, {**base, **d}, "model")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def with_overrides(self, overrides: list[str]) -> ModelConfig:
+        return _apply_overrides(self, overrides, "model")
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(d_model=64, layers=2, heads=4, d_ff=256),  # unit tests: trains in seconds
+    "small": dict(d_model=256, layers=3, heads=4, d_ff=1024),  # CPU runs of minutes
+    "base": dict(d_model=512, layers=6, heads=8, d_ff=2048, dropout=0.1),  # Table 3, "base"
+    "big": dict(d_model=1024, layers=6, heads=16, d_ff=4096, dropout=0.3),  # Table 3, "big" (EN-DE dropout)
+}
+
+
+def _check_preset(name: Any) -> str:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown model preset {name!r}; choose from {sorted(PRESETS)}")
+    return name
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. Optimiser and schedule: §5.3; regularisation: §5.4; decoding: §6.1."""
+
+    max_tokens: int = 4096  # padded tokens per batch per rank: max(src, tgt len) x rows
+    accumulation: int = 1  # batches per optimiser step (effective batch = max_tokens x accumulation x ranks)
+    lr_scale: float = 1.0  # multiplies the schedule d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    warmup: int = 4000
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0 = no clipping (the paper does not clip; small batches benefit from it)
+    max_steps: int = 0  # 0 = no limit
+    max_epochs: int = 20
+    time_budget_min: float = 0.0  # 0 = no limit; checked every step, all ranks stop together
+    validate_every: int = 1000  # steps; 0 = at the end of every epoch. The run's last step is always validated
+    log_every: int = 50  # steps between on_step calls
+    patience: int = 5  # validations without a dev BLEU gain before stopping; 0 = never stop early
+    seed: int = 0
+    max_len: int = 256  # training pairs with a side longer than this (in tokens) are skipped
+    dev_limit: int = 500  # dev pairs used for BLEU/chrF at validation (0 = all)
+    beam: int = 1  # validation decoding: 1 = greedy (fast), >1 = beam search
+    len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE
+    max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens
+    max_len_b: int = 10
+    bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
+
+    def __post_init__(self):
+        for name in ("max_tokens", "accumulation", "warmup", "max_epochs", "log_every", "beam", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
+        for name in ("max_steps", "validate_every", "patience", "dev_limit", "max_len_b"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"`label_smoothing` ({self.label_smoothing}) must be in [0, 1)")
+        for name in ("lr_scale", "max_len_a"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
+        for name in ("clip_norm", "time_budget_min", "len_penalty"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
+        if self.max_len > self.max_tokens:
+            raise ConfigError(f"`max_len` ({self.max_len}) must not exceed `max_tokens` ({self.max_tokens})")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        return _from_dict(cls, d, "train")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def with_overrides(self, overrides: list[str]) -> TrainConfig:
+        return _apply_overrides(self, overrides, "train")
+
+
+# --------------------------------------------------------------------------- a run = model + train
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        _check_keys(cls, d, "")
+        return cls(
+            model=ModelConfig.from_dict(d.get("model", {})),
+            train=TrainConfig.from_dict(d.get("train", {})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model.to_dict(), "train": self.train.to_dict()}
+
+    def with_overrides(self, overrides: list[str]) -> RunConfig:
+        """`["model.heads=4", "train.warmup=2000"]`; values are parsed as YAML scalars."""
+        by_section: dict[str, list[str]] = {"model": [], "train": []}
+        for item in overrides:
+            key = item.split("=", 1)[0].strip()
+            section, _, rest = key.partition(".")
+            if section not in by_section or not rest:
+                raise ConfigError(f"override {item!r}: key must start with 'model.' or 'train.'")
+            by_section[section].append(item.split(".", 1)[1])
+        return dataclasses.replace(
+            self,
+            model=self.model.with_overrides(by_section["model"]),
+            train=self.train.with_overrides(by_section["train"]),
+        )
+
+
+# --------------------------------------------------------------------------- strict loading
+
+
+def _check_keys(cls, d: Any, section: str) -> None:
+    where = f"`{section}` " if section else ""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}config must be a mapping, got {type(d).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ConfigError(f"unknown {where}key(s) {unknown}; known keys: {sorted(known)}")
+
+
+def _coerce(value: Any, typ: Any, key: str) -> Any:
+    """Check `value` against a field type; ints are accepted for floats, nothing else is converted."""
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):
+        args = typing.get_args(typ)
+        if value is None and type(None) in args:
+            return None
+        typ = next(a for a in args if a is not type(None))
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typ in (int, float) and isinstance(value, bool) or not isinstance(value, typ):
+        raise ConfigError(f"`{key}` must be {typ.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _from_dict(cls, d: dict[str, Any], section: str):
+    _check_keys(cls, d, section)
+    hints = typing.get_type_hints(cls)
+    return cls(**{k: _coerce(v, hints[k], f"{section}.{k}") for k, v in d.items()})
+
+
+def _apply_overrides(cfg, overrides: list[str], section: str):
+    """key=value pairs on one dataclass; `preset=NAME` (model only) is applied first."""
+    values: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key=value")
+        key, raw = (s.strip() for s in item.split("=", 1))
+        values[key] = yaml.safe_load(raw) if raw else ""
+    current = cfg.to_dict()
+    if "preset" in values:
+        if section != "model":
+            raise ConfigError("`preset` is a model key")
+        current = {**current, **PRESETS[_check_preset(values.pop("preset"))]}
+    return _from_dict(type(cfg), {**current, **values}, section)

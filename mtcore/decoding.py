@@ -1,0 +1,331 @@
+"""Batched decoding: greedy, beam search (§6.1 of Vaswani et al.; GNMT length penalty), sampling.
+
+Every search is written once over a *stepper* that returns next-token log-probabilities
+for a batch of prefixes:
+- `_CachedStepper` feeds one new position per step (`Transformer.decode_step`):
+  self-attention keys/values grow by one position, cross-attention keys/values are
+  projected once per source and reordered with the beams;
+- `_NaiveStepper` re-runs the decoder over the whole prefix each step (the Annotated
+  Transformer's `greedy_decode`), kept as the reference for tests and benchmarks.
+Both must give the same output (`use_cache=False` selects the naive one).
+
+Sentences leave the batch as soon as they finish, so a long sentence does not keep
+short ones computing. Outputs are token ids without BOS/EOS.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from mtcore.batching import pad
+from mtcore.model import Transformer
+from mtcore.noise import noise_text
+from mtcore.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = 1.5, 10  # output may be 1.5x the source, plus 10 tokens
+DEFAULT_LEN_PENALTY = 0.7  # GNMT alpha (DESIGN.md)
+
+
+# --------------------------------------------------------------------------- steppers
+
+
+class _CachedStepper:
+    def __init__(self, model: Transformer, src: torch.Tensor):
+        self.model = model
+        memory, self.src_mask = model.encode(src)  # (B, S, d), (B, 1, 1, S)
+        self.cache = model.init_cache(memory)
+
+    def logprobs(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (N, t) -> log p(next | prefix) (N, V); only the last position is fed."""
+        pos = tokens.size(1) - 1
+        return _log_softmax(self.model.decode_step(tokens[:, -1:], self.src_mask, self.cache, pos))
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.src_mask = self.src_mask.index_select(0, index)
+        for layer_cache in self.cache:
+            layer_cache.reorder(index)
+
+
+class _NaiveStepper:
+    def __init__(self, model: Transformer, src: torch.Tensor):
+        self.model = model
+        self.memory, self.src_mask = model.encode(src)
+
+    def logprobs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return _log_softmax(self.model.decode(tokens, self.memory, self.src_mask)[:, -1])  # (N, V)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
+
+
+def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    lp = logits.float().log_softmax(dim=-1)
+    lp[:, PAD_ID] = lp[:, BOS_ID] = float("-inf")  # never generated
+    return lp
+
+
+def _stepper(model, src, use_cache):
+    return (_CachedStepper if use_cache else _NaiveStepper)(model, src)
+
+
+def max_lengths(model: Transformer, src: torch.Tensor, a: float, b: int) -> torch.Tensor:
+    """Per sentence: a * src_len + b output tokens (EOS included), within the position table."""
+    src_len = (src != PAD_ID).sum(dim=1)  # (B,)
+    limit = (a * src_len.float()).floor().long() + b
+    return limit.clamp(min=1, max=model.cfg.max_positions - 1)
+
+
+# --------------------------------------------------------------------------- greedy and sampling
+
+
+def _left_to_right(model, src, pick: Callable[[torch.Tensor], torch.Tensor], max_len_a, max_len_b, use_cache):
+    B = src.size(0)
+    stepper = _stepper(model, src, use_cache)
+    limits = max_lengths(model, src, max_len_a, max_len_b)  # (B,)
+    alive = torch.arange(B, device=src.device)  # original row of each active sentence
+    tokens = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)
+    out: list[list[int]] = [[] for _ in range(B)]
+    for t in range(int(limits.max())):
+        nxt = pick(stepper.logprobs(tokens))  # (n,)
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (n, t + 2)
+        done = (nxt == EOS_ID) | (t + 1 >= limits[alive])
+        if done.any():
+            for i in done.nonzero().flatten().tolist():
+                out[alive[i]] = _strip(tokens[i, 1:].tolist())
+            keep = (~done).nonzero().flatten()
+            if keep.numel() == 0:
+                break
+            alive, tokens = alive[keep], tokens[keep]
+            stepper.reorder(keep)
+    return out
+
+
+def _strip(seq: list[int]) -> list[int]:
+    return seq[:-1] if seq and seq[-1] == EOS_ID else seq
+
+
+@torch.inference_mode()
+def greedy_decode(
+    model: Transformer,
+    src: torch.Tensor,  # (B, S) source ids + EOS, PAD-padded
+    *,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    return _left_to_right(model, src, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b, use_cache)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = no top-k filter
+    top_p: float = 1.0  # nucleus (Holtzman et al. 2020); 1.0 = no filter
+
+    def __post_init__(self):
+        if self.temperature <= 0:
+            raise ValueError(f"`temperature` ({self.temperature}) must be positive")
+        if self.top_k < 0:
+            raise ValueError(f"`top_k` ({self.top_k}) must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"`top_p` ({self.top_p}) must be in (0, 1]")
+
+
+def _sampler(cfg: Sampling, generator: torch.Generator | None):
+    def pick(lp: torch.Tensor) -> torch.Tensor:
+        logits = lp / cfg.temperature  # (n, V)
+        if cfg.top_k:
+            kth = logits.topk(min(cfg.top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (n, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if cfg.top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            drop = probs.cumsum(dim=-1) - probs > cfg.top_p  # keep the smallest prefix with mass >= top_p
+            logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+    return pick
+
+
+@torch.inference_mode()
+def sample_decode(
+    model: Transformer,
+    src: torch.Tensor,
+    sampling: Sampling = Sampling(),
+    *,
+    generator: torch.Generator | None = None,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Ancestral sampling with temperature, top-k and top-p (Edunov et al. 2018 found sampled BT helps)."""
+    return _left_to_right(model, src, _sampler(sampling, generator), max_len_a, max_len_b, use_cache)
+
+
+# --------------------------------------------------------------------------- beam search
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT (Wu et al. 2016, §7): lp(Y) = ((5 + |Y|) / 6)^alpha; scores are log P(Y|X) / lp(Y)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,  # (B, S)
+    *,
+    beam: int = 5,
+    len_penalty: float = DEFAULT_LEN_PENALTY,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    use_cache: bool = True,
+    n_best: int = 1,
+) -> list[list[int]] | list[list[tuple[float, list[int]]]]:
+    """Batched beam search. A sentence finishes early once it has `beam` finished hypotheses
+    (an EOS among the top `beam` candidates finishes one, as in fairseq); at its length limit
+    the live beams are finished as they are. Returns the best hypothesis per sentence, or with
+    `n_best > 1` the `n_best` best (normalised score, tokens) per sentence.
+    """
+    B, k, dev = src.size(0), beam, src.device
+    V = model.cfg.vocab_size
+    if V < 2 * k:
+        raise ValueError(f"beam {k} needs a vocabulary of at least {2 * k} tokens, not {V}")
+    stepper = _stepper(model, src, use_cache)
+    stepper.reorder(torch.arange(B, device=dev).repeat_interleave(k))  # rows: sentence-major, beam-minor
+    limits = max_lengths(model, src, max_len_a, max_len_b)
+    alive = torch.arange(B, device=dev)
+    scores = torch.zeros(B, k, device=dev)  # (n, k) summed log-probs of live beams
+    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
+    tokens = torch.full((B * k, 1), BOS_ID, dtype=torch.long, device=dev)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    rank_2k = torch.arange(2 * k, device=dev)
+    beam_range = torch.arange(k, device=dev)
+    for t in range(int(limits.max())):
+        n, length = alive.numel(), t + 1  # length of the hypotheses after this step (EOS counted)
+        lp = stepper.logprobs(tokens).view(n, k, V)
+        top_scores, top_idx = (scores[:, :, None] + lp).view(n, k * V).topk(2 * k, dim=1)  # (n, 2k)
+        origin, tok = top_idx // V, top_idx % V  # (n, 2k) beam each candidate extends, its token
+        is_eos = tok == EOS_ID
+        lp_now = length_penalty(length, len_penalty)
+        for r, c in (is_eos[:, :k] & top_scores[:, :k].isfinite()).nonzero().tolist():
+            prefix = tokens[r * k + origin[r, c], 1:].tolist()
+            finished[alive[r]].append((top_scores[r, c].item() / lp_now, prefix))
+        live = (is_eos.long() * 2 * k + rank_2k).argsort(dim=1)[:, :k]  # (n, k) best k non-EOS candidates
+        scores, origin, tok = top_scores.gather(1, live), origin.gather(1, live), tok.gather(1, live)
+        reorder = (torch.arange(n, device=dev)[:, None] * k + origin).view(-1)  # (n * k,)
+        tokens = torch.cat([tokens.index_select(0, reorder), tok.view(-1, 1)], dim=1)  # (n * k, t + 2)
+        at_limit = length >= limits[alive]  # (n,)
+        for r in at_limit.nonzero().flatten().tolist():
+            for j in range(k):
+                if scores[r, j].isfinite():
+                    finished[alive[r]].append((scores[r, j].item() / lp_now, tokens[r * k + j, 1:].tolist()))
+        n_done = torch.tensor([len(finished[i]) for i in alive.tolist()], device=dev)
+        done = at_limit | (n_done >= k)
+        if done.all():
+            break
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            rows = (keep[:, None] * k + beam_range).view(-1)
+            alive, scores, tokens, reorder = alive[keep], scores[keep], tokens[rows], reorder[rows]
+        stepper.reorder(reorder)
+    results = [sorted(f, key=lambda h: -h[0])[:n_best] for f in finished]
+    if n_best == 1:
+        return [r[0][1] for r in results]
+    return results
+
+
+# --------------------------------------------------------------------------- text in, text out
+
+
+def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool = False, max_len: int = 1022) -> list[list[int]]:
+    """Source ids as the model was trained on them: ids + EOS; over-long sources are cut.
+
+    `bt_tag=True` encodes f"{BT_TAG} {text}", exactly what a tagged back-translated training
+    source holds (SentencePiece gives it as [▁, <bt>, ▁text...], not [<bt>, ▁text...]).
+    """
+    if bt_tag:
+        texts = [f"{BT_TAG} {t}" for t in texts]
+    out = []
+    for i, ids in enumerate(tokenizer.encode(list(texts))):
+        if len(ids) + 1 > max_len:
+            log.warning("source %d has %d tokens; cut to %d", i, len(ids) + 1, max_len)
+            ids = ids[: max_len - 1]
+        out.append(ids + [EOS_ID])
+    return out
+
+
+@torch.inference_mode()
+def translate_ids(
+    model: Transformer,
+    sources: Sequence[list[int]],
+    *,
+    beam: int = 1,
+    len_penalty: float = DEFAULT_LEN_PENALTY,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    batch_size: int = 32,
+    sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Decode id sequences (with EOS) in length-sorted batches; output in input order.
+    beam 1 = greedy; `sampling` set = sampling (beam ignored)."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    out: list[list[int]] = [[] for _ in sources]
+    kw = dict(max_len_a=max_len_a, max_len_b=max_len_b, use_cache=use_cache)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        src = pad([sources[i] for i in idx]).to(device)
+        if sampling is not None:
+            hyps = sample_decode(model, src, sampling, generator=generator, **kw)
+        elif beam == 1:
+            hyps = greedy_decode(model, src, **kw)
+        else:
+            hyps = beam_search(model, src, beam=beam, len_penalty=len_penalty, **kw)
+        for i, h in zip(idx, hyps):
+            out[i] = h
+    model.train(was_training)
+    return out
+
+
+def translate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    *,
+    bt_tag: bool = False,
+    **kwargs,
+) -> list[str]:
+    """Detokenised translations of `texts`; keyword arguments as `translate_ids`.
+    `bt_tag=True` prefixes each source with the `<bt>` tag (tagged back-translation, Caswell et al. 2019)."""
+    sources = encode_sources(tokenizer, texts, bt_tag=bt_tag, max_len=model.cfg.max_positions - 1)
+    return tokenizer.decode(translate_ids(model, sources, **kwargs))
+
+
+def back_translate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    *,
+    noise: bool = True,
+    seed: int = 0,
+    beam: int = 5,
+    **kwargs,
+) -> list[str]:
+    """Synthetic sources for back-translation: beam output, noised as in Edunov et al. 2018 when `noise`."""
+    hyps = translate(model, tokenizer, texts, beam=beam, **kwargs)
+    if not noise:
+        return hyps
+    rng = random.Random(seed)
+    return [noise_text(h, rng) for h in hyps]

@@ -1,0 +1,89 @@
+"""Sentence encoders: the built-in dual encoder (trained by the platform) and external ones.
+
+`load_encoder(spec)` is the one entry point the alignment code uses:
+
+- `"builtin"`: the encoder trained on the embedded corpus, cached under
+  `runs/encoders/builtin/` (or `$MTCORE_HOME/encoders/builtin`); trained on first
+  use (a few CPU minutes) so that a user's first command just works.
+- a directory written by `pipelines/train_encoder.py`: that encoder.
+- anything else (a name such as `sentence-transformers/LaBSE`, or a directory of a
+  saved sentence-transformers model): loaded with sentence-transformers, offline only.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mtcore.embedding.encoder import EncoderConfig, EncoderError, SentenceEncoder, is_encoder_dir, load_builtin
+from mtcore.embedding.external import EncoderNotAvailable, SentenceTransformerEncoder
+
+log = logging.getLogger(__name__)
+BUILTIN = "builtin"
+
+__all__ = [
+    "BUILTIN",
+    "EncoderConfig",
+    "EncoderError",
+    "EncoderNotAvailable",
+    "SentenceEncoder",
+    "SentenceTransformerEncoder",
+    "builtin_dir",
+    "ensure_builtin",
+    "load_encoder",
+    "resolve_encoder",
+]
+
+
+def builtin_dir() -> Path:
+    from mtcore.paths import RUNS_DIR
+
+    return RUNS_DIR / "encoders" / BUILTIN
+
+
+def ensure_builtin() -> Path:
+    """The built-in encoder's directory, training it on the embedded corpus if it is not there yet.
+
+    Dev and test sentences are excluded from its training data, so that benchmarks
+    on `data/test.parquet` measure held-out accuracy.
+    """
+    path = builtin_dir()
+    if is_encoder_dir(path):
+        return path
+    from mtcore.corpus import read_corpus
+    from mtcore.embedding.train import train_encoder
+    from mtcore.paths import DEV, RAW_PARALLEL, TEST
+
+    if not RAW_PARALLEL.exists():
+        raise EncoderError(
+            f"the built-in encoder is trained on the embedded corpus, but {RAW_PARALLEL} does not exist; "
+            f"train one on your own corpus with `python pipelines/train_encoder.py --corpus PATH --output DIR` "
+            f"and pass `--encoder DIR`"
+        )
+    exclude: set[str] = set()
+    for split in (DEV, TEST):
+        if split.exists():
+            t = read_corpus(split)
+            exclude |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+    log.warning("training the built-in sentence encoder on %s (first use; a few CPU minutes)", RAW_PARALLEL)
+    train_encoder(RAW_PARALLEL, path, exclude_texts=exclude, run_name="encoder-builtin")
+    return path
+
+
+def resolve_encoder(spec: str) -> str:
+    """What `spec` will load, as a string fit for passing to Ray actors (which then call `load_encoder`)."""
+    if spec == BUILTIN:
+        return str(ensure_builtin())
+    return spec
+
+
+def load_encoder(spec: str = BUILTIN, device: str = "cpu"):
+    """An object with `encode(texts) -> (N, dim) float32 unit rows`, `dim` and `name`."""
+    if spec == BUILTIN:
+        return load_builtin(ensure_builtin(), device)
+    if is_encoder_dir(spec):
+        return load_builtin(spec, device)
+    path = Path(spec).expanduser()
+    if path.exists() and not path.is_dir():
+        raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
+    return SentenceTransformerEncoder(spec, device=None if device == "cpu" else device)

@@ -1,0 +1,171 @@
+"""The built-in bilingual sentence encoder: one shared network for English and Vietnamese.
+
+A dual encoder in the manner of LaBSE (Feng et al. 2022) and Yang et al. 2019
+("Improving Multilingual Sentence Embedding using Bi-directional Dual Encoder with
+Additive Margin Softmax"), shrunk to run on a CPU in minutes:
+
+    tokens → shared embedding + learned positions → `layers` pre-norm Transformer
+    encoder layers → mean over non-pad tokens → linear projection → L2 normalise
+
+Deviations from the papers: a joint SentencePiece vocabulary of a few thousand
+pieces instead of 500k, 1–2 layers instead of 12, mean pooling instead of [CLS]
+(more stable for tiny models). `layers=0` gives a pure pooled-embedding encoder.
+
+On disk an encoder is a directory: `config.json`, `model.pt` (a state dict, loaded
+with `weights_only=True`), `spm.model` (the SentencePiece model) and optionally
+`metrics.json` (retrieval accuracy measured when it was trained).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtcore.tokenizer import PAD_ID, Tokenizer
+
+CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
+
+
+class EncoderError(ValueError):
+    """An encoder that cannot be built, found or loaded; the message says what to do."""
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int = 8000
+    d_model: int = 256
+    layers: int = 0  # pooled embeddings + MLP: most of the signal is lexical, and CPU minutes are the budget
+    heads: int = 4
+    d_ff: int = 512
+    dim: int = 256  # output embedding size
+    max_len: int = 64  # tokens per sentence; longer ones are truncated (software messages are short)
+    dropout: float = 0.1
+
+    def __post_init__(self):
+        if self.layers and self.d_model % self.heads:
+            raise EncoderError(f"`heads` ({self.heads}) must divide `d_model` ({self.d_model})")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EncoderConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise EncoderError(f"unknown encoder config key(s) {unknown}; known: {sorted(known)}")
+        return cls(**d)
+
+
+class DualEncoder(nn.Module):
+    """Sentence → unit vector. Both languages share every weight."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=PAD_ID)
+        self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        layer = nn.TransformerEncoderLayer(
+            cfg.d_model, cfg.heads, cfg.d_ff, cfg.dropout, batch_first=True, norm_first=True
+        )
+        self.layers = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False) if cfg.layers else None
+        self.norm = nn.LayerNorm(cfg.d_model)
+        # a small MLP head: with `layers=0` it is all the non-linearity the encoder has
+        self.proj = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.dim))
+        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
+        nn.init.normal_(self.pos.weight, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        mask = ids != PAD_ID  # (B, T)
+        positions = torch.arange(ids.size(1), device=ids.device)
+        h = self.drop(self.embed(ids) + self.pos(positions))  # (B, T, d_model)
+        if self.layers is not None:
+            h = self.layers(h, src_key_padding_mask=~mask)  # (B, T, d_model)
+        h = self.norm(h)
+        m = mask.unsqueeze(-1).to(h.dtype)
+        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)  # (B, d_model)
+        return nn.functional.normalize(self.proj(pooled), dim=-1)  # (B, dim)
+
+
+def pad_batch(seqs: list[list[int]], max_len: int) -> torch.Tensor:
+    """Right-padded (B, T) ids, T the longest sequence (≤ max_len); an empty text keeps one pad."""
+    seqs = [s[:max_len] for s in seqs]
+    width = max(1, max((len(s) for s in seqs), default=1))
+    out = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out
+
+
+class SentenceEncoder:
+    """A trained `DualEncoder` with its tokenizer: texts in, L2-normalised float32 vectors out."""
+
+    kind = "builtin"
+
+    def __init__(self, model: DualEncoder, tokenizer: Tokenizer, path: Path | None = None, device: str = "cpu"):
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.path = path
+        self.device = device
+
+    @property
+    def name(self) -> str:
+        return str(self.path) if self.path else "in-memory"
+
+    @property
+    def dim(self) -> int:
+        return self.model.cfg.dim
+
+    @torch.no_grad()
+    def encode(self, texts: list[str], batch_size: int = 512) -> np.ndarray:
+        """(N, dim) float32, rows of unit length. Sorted by length inside, so padding stays small."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        ids = self.tokenizer.encode(texts)
+        order = np.argsort([len(s) for s in ids], kind="stable")
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = pad_batch([ids[i] for i in idx], self.model.cfg.max_len).to(self.device)
+            out[idx] = self.model(batch).float().cpu().numpy()
+        return out
+
+    def save(self, directory: str | Path, metrics: dict | None = None) -> Path:
+        return save_encoder(self.model, self.tokenizer.model_bytes(), directory, metrics)
+
+
+def save_encoder(model: DualEncoder, spm_bytes: bytes, directory: str | Path, metrics: dict | None = None) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model = getattr(model, "module", model)  # unwrap DDP
+    (directory / CONFIG_FILE).write_text(json.dumps(asdict(model.cfg), indent=2) + "\n")
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, directory / WEIGHTS_FILE)
+    (directory / SPM_FILE).write_bytes(spm_bytes)
+    if metrics is not None:
+        (directory / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+    return directory
+
+
+def is_encoder_dir(path: str | Path) -> bool:
+    path = Path(path)
+    return all((path / f).is_file() for f in (CONFIG_FILE, WEIGHTS_FILE, SPM_FILE))
+
+
+def load_builtin(directory: str | Path, device: str = "cpu") -> SentenceEncoder:
+    directory = Path(directory)
+    if not is_encoder_dir(directory):
+        raise EncoderError(f"{directory}: not an mtcore encoder (needs {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
+    cfg = EncoderConfig.from_dict(json.loads((directory / CONFIG_FILE).read_text()))
+    model = DualEncoder(cfg)
+    model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    return SentenceEncoder(model, Tokenizer(directory / SPM_FILE), directory, device)
+
+
+def read_metrics(directory: str | Path) -> dict:
+    path = Path(directory) / METRICS_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}

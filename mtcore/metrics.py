@@ -1,0 +1,60 @@
+"""Corpus BLEU and chrF over sacreBLEU (Post 2018): never re-implemented, the signature kept beside the score.
+
+Inputs are detokenised text (what `Tokenizer.decode` returns); sacreBLEU applies its
+own tokenisation (`13a` by default, which is right for Vietnamese: syllables are
+space-separated already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+
+BLEU_TOKENIZE = "13a"  # sacreBLEU's default (WMT's mteval-v13a)
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str  # "bleu" | "chrf"
+    score: float  # 0-100
+    signature: str  # e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+
+    def __str__(self) -> str:
+        return f"{self.name.upper()} = {self.score:.2f} ({self.signature})"
+
+
+def _refs(refs: Sequence[str] | Sequence[Sequence[str]], n: int) -> list[list[str]]:
+    """One reference per hypothesis (a list of str), or several reference streams (a list of lists)."""
+    streams = [list(refs)] if refs and isinstance(refs[0], str) else [list(r) for r in refs]
+    for s in streams:
+        if len(s) != n:
+            raise ValueError(f"{n} hypotheses but a reference stream of {len(s)} lines")
+    return streams
+
+
+def corpus_bleu(
+    hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *, tokenize: str = BLEU_TOKENIZE, lowercase: bool = False
+) -> Score:
+    metric = BLEU(tokenize=tokenize, lowercase=lowercase)
+    result = metric.corpus_score(list(hyps), _refs(refs, len(hyps)))
+    return Score("bleu", float(result.score), str(metric.get_signature()))
+
+
+def corpus_chrf(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *, word_order: int = 0) -> Score:
+    """chrF (Popović 2015); word_order=2 gives chrF++."""
+    metric = CHRF(word_order=word_order)
+    result = metric.corpus_score(list(hyps), _refs(refs, len(hyps)))
+    return Score("chrf", float(result.score), str(metric.get_signature()))
+
+
+def score_translations(hyps: Sequence[str], refs: Sequence[str], prefix: str = "test") -> dict[str, float | str]:
+    """The platform's metric names: `{prefix}/bleu`, `{prefix}/chrf`, and their signatures."""
+    bleu, chrf = corpus_bleu(hyps, refs), corpus_chrf(hyps, refs)
+    return {
+        f"{prefix}/bleu": bleu.score,
+        f"{prefix}/chrf": chrf.score,
+        f"{prefix}/bleu_signature": bleu.signature,
+        f"{prefix}/chrf_signature": chrf.signature,
+    }

@@ -1,0 +1,440 @@
+"""The per-worker training loop: plain PyTorch, DDP-aware, usable without Ray.
+
+Loss: label-smoothed cross-entropy (§5.4, Szegedy et al. 2016) over non-padding
+targets. Schedule: lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+(§5.3, Eq. 3). Optimiser: Adam(0.9, 0.98, eps 1e-9). Gradient clipping, gradient
+accumulation, bf16 autocast on CUDA.
+
+Distributed: if `torch.distributed` is initialised (Ray Train does it), the model is
+wrapped in DDP, each rank trains on its own disjoint share of token batches (the same
+number per rank), validation is sharded and gathered, and every stop decision
+(patience, time budget, step limit) is taken identically on all ranks.
+
+`fit` calls back into the caller, which owns logging and checkpointing:
+- `on_step(metrics)` every `log_every` steps, on every rank, with values reduced over ranks:
+  train/loss (label-smoothed, per target token), train/nll, train/lr, train/tokens_per_s
+  (source + target non-pad tokens per second, all ranks), train/grad_norm (before clipping),
+  step, epoch;
+- `on_validation(metrics, state)` after each validation, on every rank: dev/loss (per-token
+  NLL without smoothing, comparable across label-smoothing values), dev/bleu, dev/chrf, step,
+  epoch; `state` (TrainState) holds the model, optimizer, scheduler, counters and the
+  sacreBLEU signatures and sample translations of that validation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from mtcore.batching import TokenBatchSampler, collate, plan_batches
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.decoding import encode_sources, translate_ids
+from mtcore.metrics import corpus_bleu, corpus_chrf
+from mtcore.model import Transformer, build_model
+from mtcore.tokenizer import PAD_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+
+Pairs = Sequence[tuple[str, str]]
+
+ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3
+
+
+# --------------------------------------------------------------------------- loss and schedule
+
+
+def label_smoothed_loss(
+    logits: torch.Tensor, target: torch.Tensor, eps: float, ignore_index: int = PAD_ID
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Sums over non-padding targets of the smoothed loss and of the plain NLL, and their count.
+
+    The target distribution is (1 - eps) on the gold token plus eps spread uniformly over
+    the vocabulary (as `F.cross_entropy(label_smoothing=eps)`):
+        loss = (1 - eps) * -log p(gold) + eps * mean_v(-log p(v))
+    logits (B, T, V), target (B, T).
+    """
+    lprobs = logits.float().log_softmax(dim=-1)  # (B, T, V)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    smooth = -lprobs.mean(dim=-1)  # (B, T)
+    keep = target != ignore_index
+    nll, smooth = nll[keep].sum(), smooth[keep].sum()
+    return (1.0 - eps) * nll + eps * smooth, nll, int(keep.sum())
+
+
+def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
+    """§5.3, Eq. 3: linear warm-up for `warmup` steps, then decay with 1/sqrt(step). Steps count from 1."""
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def make_optimizer(
+    model: torch.nn.Module, train_cfg: TrainConfig, d_model: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """Adam(0.9, 0.98, 1e-9) with the Noam schedule; the scheduler's k-th update is step k + 1."""
+    fused = next(model.parameters()).is_cuda
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=ADAM_BETAS, eps=ADAM_EPS, fused=fused or None)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda k: noam_lr(k + 1, d_model, train_cfg.warmup, train_cfg.lr_scale)
+    )
+    return optimizer, scheduler
+
+
+# --------------------------------------------------------------------------- data
+
+
+def oriented_pairs(table, model_cfg: ModelConfig, corpus_langs: tuple[str, str] = ("en", "vi")) -> list[tuple[str, str]]:
+    """(src, tgt) text pairs from a corpus table whose columns are `corpus_langs`, swapped
+    when the model translates the other way."""
+    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
+    if (model_cfg.src_lang, model_cfg.tgt_lang) == corpus_langs[::-1]:
+        src, tgt = tgt, src
+    elif (model_cfg.src_lang, model_cfg.tgt_lang) != corpus_langs:
+        raise ValueError(f"model direction {model_cfg.direction} does not match corpus languages {corpus_langs}")
+    return list(zip(src, tgt))
+
+
+def encode_pairs(tokenizer: Tokenizer, pairs: Pairs, max_len: int) -> tuple[list[tuple[list[int], list[int]]], int]:
+    """Token ids (no BOS/EOS) of the pairs whose sides fit `max_len` tokens with BOS/EOS; and how many did not."""
+    src = tokenizer.encode([s for s, _ in pairs])
+    tgt = tokenizer.encode([t for _, t in pairs])
+    kept = [(s, t) for s, t in zip(src, tgt) if 0 < len(s) < max_len and 0 < len(t) < max_len]
+    return kept, len(pairs) - len(kept)
+
+
+def _lengths(encoded) -> tuple[list[int], list[int]]:
+    return [len(s) + 1 for s, _ in encoded], [len(t) + 1 for _, t in encoded]
+
+
+# --------------------------------------------------------------------------- distributed helpers
+
+
+def dist_info() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _all_sum(values: list[float], device: torch.device) -> list[float]:
+    if dist_info()[1] == 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _any_rank(flag: bool, device: torch.device) -> bool:
+    return _all_sum([float(flag)], device)[0] > 0
+
+
+# --------------------------------------------------------------------------- state and result
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint needs to resume: `fit(..., state=ts.to_dict())`, or through a checkpoint
+    directory: `save_checkpoint(dir, ts.model, tok, train_state=ts.to_dict(include_model=False))`
+    then `fit(..., state=load_train_state(dir))`."""
+
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    step: int = 0  # optimiser updates done
+    epoch: int = 0  # epochs completed
+    groups_done: int = 0  # optimiser updates done within the current epoch
+    best_bleu: float = -1.0
+    bad_validations: int = 0  # validations since the best dev BLEU
+    last_validation: dict[str, Any] = field(default_factory=dict)  # signatures, samples
+
+    def to_dict(self, include_model: bool = True) -> dict[str, Any]:
+        d = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "groups_done": self.groups_done,
+            "best_bleu": self.best_bleu,
+            "bad_validations": self.bad_validations,
+        }
+        if include_model:
+            d["model"] = self.model.state_dict()
+        return d
+
+    def load(self, d: dict[str, Any]) -> None:
+        from mtcore.checkpoint import load_weights
+
+        if "model" in d:
+            load_weights(self.model, d["model"], "resume state")
+        self.optimizer.load_state_dict(d["optimizer"])
+        self.scheduler.load_state_dict(d["scheduler"])
+        for key in ("step", "epoch", "groups_done", "best_bleu", "bad_validations"):
+            setattr(self, key, d[key])
+
+
+@dataclass
+class TrainResult:
+    model: Transformer
+    state: TrainState
+    stop_reason: str  # max_steps | max_epochs | patience | time_budget
+    steps: int
+    elapsed_s: float
+    tokens_per_s: float  # source + target non-pad tokens per second over the run, all ranks
+    best_bleu: float
+    last_metrics: dict[str, float]  # the last validation
+    skipped_pairs: int  # training pairs over max_len
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@torch.inference_mode()
+def dev_loss(model: Transformer, encoded, max_tokens: int, device: torch.device, autocast) -> tuple[float, float]:
+    """(sum of per-token NLL, target tokens) over this rank's share of `encoded`."""
+    if not encoded:
+        return 0.0, 0.0
+    model.eval()
+    src_lens, tgt_lens = _lengths(encoded)
+    lengths = torch.tensor([max(a, b) for a, b in zip(src_lens, tgt_lens)]).numpy()
+    total, count = 0.0, 0
+    for idx in plan_batches(lengths, max_tokens, None):
+        src, tgt_in, tgt_out = collate([encoded[i] for i in idx], device)
+        with autocast:
+            logits = model(src, tgt_in)
+        _, nll, n = label_smoothed_loss(logits, tgt_out, 0.0)
+        total, count = total + nll.item(), count + n
+    return total, float(count)
+
+
+def validate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    dev_encoded,
+    dev_pairs: Pairs,
+    train_cfg: TrainConfig,
+    device: torch.device,
+    autocast=contextlib.nullcontext(),
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """dev/loss over all dev pairs; dev/bleu and dev/chrf on the first `dev_limit` pairs
+    (greedy or beam per `train_cfg.beam`). Sharded over ranks, identical result on each."""
+    rank, world = dist_info()
+    was_training = model.training
+    nll, count = dev_loss(model, dev_encoded[rank::world], train_cfg.max_tokens, device, autocast)
+    nll, count = _all_sum([nll, count], device)
+    subset = list(dev_pairs[: train_cfg.dev_limit] if train_cfg.dev_limit else dev_pairs)
+    mine = list(range(rank, len(subset), world))
+    sources = encode_sources(tokenizer, [subset[i][0] for i in mine], max_len=model.cfg.max_positions - 1)
+    with autocast:
+        hyp_ids = translate_ids(
+            model, sources, beam=train_cfg.beam, len_penalty=train_cfg.len_penalty,
+            max_len_a=train_cfg.max_len_a, max_len_b=train_cfg.max_len_b, batch_size=64,
+        )
+    hyps_mine = list(zip(mine, tokenizer.decode(hyp_ids)))
+    if world > 1:
+        gathered: list = [None] * world
+        dist.all_gather_object(gathered, hyps_mine)
+        hyps_mine = [h for part in gathered for h in part]
+    hyps = [h for _, h in sorted(hyps_mine)]
+    refs = [t for _, t in subset]
+    bleu, chrf = corpus_bleu(hyps, refs), corpus_chrf(hyps, refs)
+    model.train(was_training)
+    metrics = {"dev/loss": nll / max(count, 1.0), "dev/bleu": bleu.score, "dev/chrf": chrf.score}
+    extras = {
+        "bleu_signature": bleu.signature,
+        "chrf_signature": chrf.signature,
+        "samples": [{"src": s, "hyp": h, "ref": r} for (s, r), h in list(zip(subset, hyps))[:5]],
+    }
+    return metrics, extras
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def fit(
+    train_cfg: TrainConfig,
+    model_cfg: ModelConfig,
+    train_pairs: Pairs,
+    dev_pairs: Pairs,
+    tokenizer: Tokenizer,
+    *,
+    device: str | torch.device = "cpu",
+    on_step: Callable[[dict[str, float]], None] | None = None,
+    on_validation: Callable[[dict[str, float], TrainState], None] | None = None,
+    state: dict[str, Any] | None = None,
+    time_budget_s: float | None = None,
+) -> TrainResult:
+    """Train until max_steps, max_epochs, patience on dev BLEU or the time budget; see the module doc.
+
+    `train_pairs`/`dev_pairs` are (source, target) texts in the model's direction
+    (`oriented_pairs` swaps corpus columns). `state` is `TrainState.to_dict()` of an earlier
+    run (weights included) to resume from. `time_budget_s` overrides `train_cfg.time_budget_min`.
+    """
+    device = torch.device(device)
+    rank, world = dist_info()
+    t_start = time.perf_counter()
+    budget = time_budget_s if time_budget_s is not None else train_cfg.time_budget_min * 60.0
+    train, skipped = encode_pairs(tokenizer, train_pairs, train_cfg.max_len)
+    if not train:
+        raise ValueError(f"no training pairs fit `max_len` ({train_cfg.max_len}) of {len(train_pairs)}")
+    if skipped and rank == 0:
+        log.warning("skipped %d of %d training pairs longer than max_len=%d", skipped, len(train_pairs), train_cfg.max_len)
+    dev, _ = encode_pairs(tokenizer, dev_pairs, min(train_cfg.max_len, model_cfg.max_positions - 1))
+
+    torch.manual_seed(train_cfg.seed)  # identical initial weights on every rank
+    model = build_model(model_cfg, vocab_size=tokenizer.vocab_size).to(device)
+    optimizer, scheduler = make_optimizer(model, train_cfg, model.cfg.d_model)
+    ts = TrainState(model, optimizer, scheduler)
+    if state is not None:
+        ts.load(state)
+    torch.manual_seed(train_cfg.seed + 1000 * rank + ts.step)  # dropout streams differ per rank, resume-safe
+    net = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        net = DistributedDataParallel(model, device_ids=[index] if device.type == "cuda" else None)
+    use_bf16 = device.type == "cuda" and train_cfg.bf16
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+    src_lens, tgt_lens = _lengths(train)
+    sampler = TokenBatchSampler(src_lens, tgt_lens, train_cfg.max_tokens, seed=train_cfg.seed, rank=rank, world_size=world)
+    acc = train_cfg.accumulation
+    clip = train_cfg.clip_norm if train_cfg.clip_norm > 0 else math.inf
+
+    last_metrics: dict[str, float] = {}
+    last_validated = -1
+    total_tokens = 0
+    window = {"loss": 0.0, "nll": 0.0, "tgt": 0, "tokens": 0, "grad_norm": 0.0, "steps": 0, "lr": 0.0, "t": time.perf_counter()}
+
+    def run_validation() -> bool:
+        """Validate, call back, update patience; True if patience says stop."""
+        nonlocal last_metrics, last_validated
+        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
+        last_validated = ts.step
+        if metrics["dev/bleu"] > ts.best_bleu:
+            ts.best_bleu, ts.bad_validations = metrics["dev/bleu"], 0
+        else:
+            ts.bad_validations += 1
+        ts.last_validation = extras
+        last_metrics = {**metrics, "step": ts.step, "epoch": ts.epoch}
+        if on_validation is not None:
+            on_validation(dict(last_metrics), ts)
+        return bool(train_cfg.patience) and ts.bad_validations >= train_cfg.patience
+
+    stop_reason = ""
+    while not stop_reason:
+        if ts.epoch >= train_cfg.max_epochs:
+            stop_reason = "max_epochs"
+            break
+        sampler.set_epoch(ts.epoch)
+        batches = list(sampler)
+        groups = [batches[i : i + acc] for i in range(0, len(batches), acc)]
+        for group in groups[ts.groups_done :]:
+            net.train()
+            for j, idx in enumerate(group):
+                src, tgt_in, tgt_out = collate([train[i] for i in idx], device)
+                sync = j == len(group) - 1 or world == 1
+                with (contextlib.nullcontext() if sync else net.no_sync()), autocast:
+                    logits = net(src, tgt_in)  # (B, T, V)
+                loss, nll, n_tgt = label_smoothed_loss(logits, tgt_out, train_cfg.label_smoothing)
+                (loss / max(n_tgt, 1) / len(group)).backward()
+                n_tok = int((src != PAD_ID).sum()) + n_tgt
+                window["loss"] += loss.item()
+                window["nll"] += nll.item()
+                window["tgt"] += n_tgt
+                window["tokens"] += n_tok
+                total_tokens += n_tok
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            window["lr"] = optimizer.param_groups[0]["lr"]  # the rate this update used
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            ts.step += 1
+            ts.groups_done += 1
+            window["grad_norm"] += float(grad_norm)
+            window["steps"] += 1
+
+            if ts.step % train_cfg.log_every == 0:
+                _report_window(window, ts, device, on_step)
+            if train_cfg.validate_every and ts.step % train_cfg.validate_every == 0:
+                if run_validation():
+                    stop_reason = "patience"
+            if not stop_reason and train_cfg.max_steps and ts.step >= train_cfg.max_steps:
+                stop_reason = "max_steps"
+            if not stop_reason and budget and _any_rank(time.perf_counter() - t_start >= budget, device):
+                stop_reason = "time_budget"
+            if stop_reason:
+                break
+        else:
+            ts.epoch += 1
+            ts.groups_done = 0
+            if not train_cfg.validate_every and run_validation():
+                stop_reason = "patience"
+    if last_validated != ts.step:
+        run_validation()
+    elapsed = time.perf_counter() - t_start
+    (total_tokens_all,) = _all_sum([float(total_tokens)], device)
+    return TrainResult(
+        model=model,
+        state=ts,
+        stop_reason=stop_reason,
+        steps=ts.step,
+        elapsed_s=elapsed,
+        tokens_per_s=total_tokens_all / max(elapsed, 1e-9),
+        best_bleu=ts.best_bleu,
+        last_metrics=last_metrics,
+        skipped_pairs=skipped,
+    )
+
+
+def _report_window(window: dict, ts: TrainState, device, on_step) -> None:
+    loss, nll, tgt, tokens = _all_sum([window["loss"], window["nll"], float(window["tgt"]), float(window["tokens"])], device)
+    now = time.perf_counter()
+    metrics = {
+        "train/loss": loss / max(tgt, 1.0),
+        "train/nll": nll / max(tgt, 1.0),
+        "train/lr": window["lr"],
+        "train/tokens_per_s": tokens / max(now - window["t"], 1e-9),
+        "train/grad_norm": window["grad_norm"] / max(window["steps"], 1),
+        "step": ts.step,
+        "epoch": ts.epoch,
+    }
+    window.update(loss=0.0, nll=0.0, tgt=0, tokens=0, grad_norm=0.0, steps=0, t=now)
+    if on_step is not None:
+        on_step(metrics)
+
+
+# --------------------------------------------------------------------------- a toy corpus
+
+
+_TOY_NOUNS = [
+    ("cat", "con mèo"), ("dog", "con chó"), ("house", "ngôi nhà"), ("book", "quyển sách"), ("file", "tệp"),
+    ("window", "cửa sổ"), ("student", "học sinh"), ("teacher", "giáo viên"), ("car", "xe hơi"), ("tree", "cái cây"),
+    ("folder", "thư mục"), ("menu", "trình đơn"),
+]
+_TOY_ADJS = [("big", "lớn"), ("small", "nhỏ"), ("red", "đỏ"), ("new", "mới"), ("old", "cũ"), ("beautiful", "đẹp")]
+_TOY_TEMPLATES = [
+    ("the {a} {n} is here", "{n} {a} ở đây"),
+    ("open the {a} {n}", "mở {n} {a}"),
+    ("the {n} is not {a}", "{n} không {a}"),
+    ("i see a {a} {n}", "tôi thấy {n} {a}"),
+    ("where is the {a} {n}?", "{n} {a} ở đâu?"),
+]
+
+
+def toy_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """`n` distinct English-Vietnamese pairs from templates: for tests, examples and smoke
+    benchmarks where no real corpus is at hand (at most 360 exist)."""
+    import random
+
+    combos = [(t, a, b) for t in _TOY_TEMPLATES for a in _TOY_ADJS for b in _TOY_NOUNS]
+    if n > len(combos):
+        raise ValueError(f"only {len(combos)} toy pairs exist, asked for {n}")
+    random.Random(seed).shuffle(combos)
+    return [(en.format(a=a[0], n=b[0]), vi.format(a=a[1], n=b[1])) for (en, vi), a, b in combos[:n]]

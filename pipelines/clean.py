@@ -1,0 +1,44 @@
+"""Clean a parallel corpus on Ray Data: DIR/kept/, DIR/rejects/ (reason-coded) and DIR/report.json.
+
+    python pipelines/clean.py                                   # the embedded raw corpus → runs/clean
+    python pipelines/clean.py --input corpus.parquet --output runs/clean-x --config rules.yaml --overwrite
+
+The rules and their defaults are in mtcore/cleaning/default_rules.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mtcore.cleaning import ConfigError, clean_dataset, load_config
+from mtcore.corpus import CorpusError
+from mtcore.ledger import StageReport
+from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", default=str(RAW_PARALLEL), help="corpus: Parquet file/dir, TSV, .po/.mo, or PREFIX of PREFIX.en/.vi (default: %(default)s)")
+    ap.add_argument("--output", default=str(RUNS_DIR / "clean"), help="output directory (default: %(default)s)")
+    ap.add_argument("--config", default=None, help="rules YAML (default: mtcore/cleaning/default_rules.yaml)")
+    ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
+    ap.add_argument("--num-cpus", type=int, default=None, help="local Ray CPUs (default: all; ignored with RAY_ADDRESS)")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config)  # every config error surfaces before any work
+        result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus)
+    except (ConfigError, CorpusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    r = result.report
+    if result.skipped:
+        print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")
+    print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
+    print("normalised rows: " + ", ".join(f"{k} {v:,}" for k, v in r.get("normalized_rows", {}).items()))
+    print(f"kept → {result.output / 'kept'}   rejects → {result.output / 'rejects'}   report → {result.output / 'report.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

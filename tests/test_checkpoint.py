@@ -1,0 +1,121 @@
+"""Checkpoints: one directory translates; mismatches fail with messages naming them; averaging; the CLIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+import torch
+
+from mtcore.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    last_checkpoints,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.corpus import write_parquet
+from mtcore.decoding import translate
+from mtcore.model import build_model
+from mtcore.tokenizer import train_tokenizer
+from mtcore.training import toy_pairs
+
+torch.set_num_threads(1)
+PAIRS = toy_pairs(40)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # subprocesses: no OpenMP spinning on a shared machine
+SOURCES = [s for s, _ in PAIRS[:6]]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return train_tokenizer([s for p in PAIRS for s in p], tmp_path_factory.mktemp("spm") / "spm.model", vocab_size=400)
+
+
+def tiny_model(tokenizer, seed=0, **kw):
+    torch.manual_seed(seed)
+    return build_model(ModelConfig.preset("tiny", **kw), vocab_size=tokenizer.vocab_size).eval()
+
+
+def test_round_trip_translates_identically(tokenizer, tmp_path):
+    model = tiny_model(tokenizer)
+    before = translate(model, tokenizer, SOURCES, beam=3, max_len_b=5)
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer, train_cfg=TrainConfig(warmup=10), step=7, metrics={"dev/bleu": 1.5})
+    ckpt = load_checkpoint(tmp_path / "ckpt")
+    assert translate(ckpt.model, ckpt.tokenizer, SOURCES, beam=3, max_len_b=5) == before
+    assert ckpt.model_cfg == model.cfg and ckpt.train_cfg.warmup == 10
+    meta = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    assert (meta["model"]["src_lang"], meta["model"]["tgt_lang"], meta["step"]) == ("en", "vi", 7)
+    assert meta["tokenizer"]["vocab_size"] == tokenizer.vocab_size and len(meta["tokenizer"]["sha256"]) == 64
+    assert (tmp_path / "ckpt" / "spm.model").read_bytes() == tokenizer.model_bytes()
+
+
+def test_another_vocabulary_fails_clearly(tokenizer, tmp_path):
+    save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
+    other = train_tokenizer(["hoàn toàn khác", "something else entirely"] * 10, tmp_path / "other.model", vocab_size=300)
+    with pytest.raises(CheckpointError, match="is not the one this checkpoint was trained with"):
+        load_checkpoint(tmp_path / "ckpt", tokenizer=other)
+    (tmp_path / "ckpt" / "spm.model").write_bytes(other.model_bytes())  # the directory's own model swapped
+    with pytest.raises(CheckpointError, match=r"spm.model.*sha256"):
+        load_checkpoint(tmp_path / "ckpt")
+
+
+def test_weights_of_another_shape_name_the_parameter(tokenizer):
+    state = tiny_model(tokenizer).state_dict()
+    wider = build_model(ModelConfig.preset("tiny", d_ff=128), vocab_size=tokenizer.vocab_size)
+    with pytest.raises(CheckpointError, match=r"`encoder.0.ff.w1.weight` has shape \(256, 64\) in the checkpoint but \(128, 64\)"):
+        load_weights(wider, state)
+    with pytest.raises(CheckpointError, match=r"`embed.weight` has shape"):
+        load_weights(build_model(ModelConfig.preset("tiny"), vocab_size=tokenizer.vocab_size + 8), state)
+    with pytest.raises(CheckpointError, match="missing"):
+        load_weights(build_model(ModelConfig.preset("tiny", layers=3), vocab_size=tokenizer.vocab_size), state)
+
+
+def test_not_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="not a checkpoint directory \\(missing config.json\\)"):
+        load_checkpoint(tmp_path)
+
+
+def test_average_of_last_checkpoints(tokenizer, tmp_path):
+    models = [tiny_model(tokenizer, seed=s) for s in range(3)]
+    for step, m in zip((10, 20, 30), models):
+        save_checkpoint(tmp_path / "run" / f"step_{step}", m, tokenizer, step=step)
+    last2 = last_checkpoints(tmp_path / "run", 2)
+    assert [p.name for p in last2] == ["step_20", "step_30"]
+    avg = average_checkpoints(last2, out_dir=tmp_path / "avg")
+    w = "decoder.1.cross_attn.q_proj.weight"
+    torch.testing.assert_close(avg.model.state_dict()[w], (models[1].state_dict()[w] + models[2].state_dict()[w]) / 2)
+    assert load_checkpoint(tmp_path / "avg").meta["metrics"]["averaged_from"] == [str(p) for p in last2]
+    save_checkpoint(tmp_path / "odd", tiny_model(tokenizer, heads=2), tokenizer, step=40)
+    with pytest.raises(CheckpointError, match=r"model config differs .* in \['heads'\]"):
+        average_checkpoints([tmp_path / "run" / "step_30", tmp_path / "odd"])
+
+
+def test_translate_and_evaluate_cli(tokenizer, tmp_path):
+    model = tiny_model(tokenizer)
+    save_checkpoint(tmp_path / "ckpt", model, tokenizer)
+    expected = translate(model, tokenizer, SOURCES, beam=2, max_len_b=5)
+    run = subprocess.run(
+        [sys.executable, "-m", "mtcore.translate", "--model", str(tmp_path / "ckpt"), "--beam", "2", "--max-len-b", "5",
+         "--batch-size", "4", "--device", "cpu"],
+        input="\n".join(SOURCES) + "\n", capture_output=True, text=True, check=True, timeout=120, env=ENV,
+    )
+    assert run.stdout.split("\n")[:-1] == expected
+    test = write_parquet(pa.table({"src": [s for s, _ in PAIRS[:5]], "tgt": [t for _, t in PAIRS[:5]],
+                                   "origin": ["toy"] * 5, "id": [str(i) for i in range(5)]}), tmp_path / "test.parquet")
+    run = subprocess.run(
+        [sys.executable, "-m", "mtcore.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--beam", "1",
+         "--max-len-b", "3", "--limit", "3", "--device", "cpu"],
+        capture_output=True, text=True, check=True, timeout=120, env=ENV,
+    )
+    assert "BLEU" in run.stdout and "nrefs:1|case:mixed" in run.stdout and "(3 pairs)" in run.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "mtcore.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--reverse"],
+        capture_output=True, text=True, timeout=120, env=ENV,
+    )
+    assert bad.returncode != 0 and "the model translates en-vi, not vi-en" in bad.stderr

@@ -1,0 +1,177 @@
+"""mtcore.cleaning rules, normalisation and config: hand-made English–Vietnamese pairs."""
+
+import unicodedata
+
+import pyarrow as pa
+import pytest
+
+from mtcore.cleaning import ConfigError, build_config, load_config, normalize_table
+from mtcore.cleaning.rules import (
+    REGISTRY,
+    Encoding,
+    LanguageID,
+    LengthRatio,
+    NonEmpty,
+    Numbers,
+    Placeholders,
+    Repetition,
+    TerminalPunctuation,
+    TestOverlap,
+    TooLong,
+    TooShort,
+    Untranslated,
+    UrlEmail,
+)
+
+
+def accepts(rule, src, tgt) -> bool:
+    table, _ = normalize_table(pa.table({"src": [src], "tgt": [tgt], "origin": ["t"], "id": ["1"]}))
+    return bool(rule.accept(rule.score(table))[0])
+
+
+CASES = [
+    # (rule, src, tgt, accepted)
+    (NonEmpty(), "Open", "Mở", True),
+    (NonEmpty(), "Open", "   ", False),
+    (NonEmpty(), "", "Mở", False),
+    (TooShort(), "Italy", "Ý", True),  # one-letter translation is right
+    (TooShort(), "OK", "Có", True),
+    (TooShort(), "y", "c", False),
+    (TooLong(), "Save the file", "Lưu tập tin", True),
+    (TooLong(), "word " * 200, "từ " * 200, False),
+    (TooLong(max_chars=10), "Save the file", "Lưu tập tin", False),
+    (LengthRatio(), "Cannot open the configuration file", "Không thể mở tập tin cấu hình", True),
+    (LengthRatio(), "Cannot open the configuration file for reading", "Không thể", False),
+    (LengthRatio(), "Irish", "Tiếng Ái Nhĩ Lan", True),  # short: not judged
+    (LengthRatio(), "Quit", "Thoát khỏi Git", True),
+    (LengthRatio(), "Stop", "Dừng lại ngay bây giờ vì lý do an toàn của hệ thống và người dùng", False),
+    (Untranslated(), "File not found", "File not found", False),
+    (Untranslated(), "File not found.", "file not found", False),  # after lower-casing and punctuation
+    (Untranslated(), "Cannot open the file for reading now", "Cannot open file for reading now", False),  # near copy
+    (Untranslated(), "OK", "OK", True),
+    (Untranslated(), "Firefox", "Firefox", True),
+    (Untranslated(), "%s: %s", "%s: %s", True),
+    (Untranslated(), "100", "100", True),
+    (Untranslated(), "%.1f GiB", "%.1f GiB", True),
+    (Untranslated(), "GNU General Public License", "GNU General Public License", True),
+    (Untranslated(), "New South Wales", "New South Wales", True),
+    (Untranslated(), "Islas de la Bahía", "Islas de la Bahía", True),
+    (Untranslated(), "Hà Nội", "Hà Nội", True),
+    (Untranslated(), "Save As", "Save As", False),  # UI words, not a name
+    (Untranslated(), "Open Recent", "Open Recent", False),
+    (Untranslated(), "File not found", "Không tìm thấy tập tin", True),
+    (LanguageID(), "File not found", "Không tìm thấy tập tin", True),
+    (LanguageID(), "The file could not be opened", "Le fichier n'a pas pu être ouvert", False),  # French
+    (LanguageID(), "The file could not be opened", "Die Datei konnte nicht geöffnet werden", False),  # German
+    (LanguageID(), "The file could not be opened", "No se pudo abrir el archivo", False),  # Spanish
+    (LanguageID(), "The file could not be opened", "The document might not have been opened", False),  # English
+    (LanguageID(), "Không tìm thấy tập tin", "Không tìm thấy tập tin này", False),  # source is Vietnamese
+    (LanguageID(), "Quit", "Thoát", True),  # too short to judge
+    (LanguageID(), "San Salvador", "San Salvador", True),  # identical names are Untranslated's call
+    (LanguageID(), "Usage: git commit [options]", "Cách dùng: git commit [các-tùy-chọn]", True),
+    (Placeholders(), "Cannot open %s: %s", "Không thể mở %s: %s", True),
+    (Placeholders(), "Copied %1$s to %2$s", "Đã chép %2$s từ %1$s", True),
+    (Placeholders(), "Cannot open %s", "Không thể mở", False),
+    (Placeholders(), "%d files", "%s tập tin", False),
+    (Placeholders(), "<b>Warning:</b> %s", "<b>Cảnh báo:</b> %s", True),
+    (Placeholders(), "<b>Warning:</b> %s", "Cảnh báo: %s", False),
+    (Placeholders(), "Hello {name}", "Xin chào {tên}", False),
+    (Placeholders(), "Line one\\nLine two", "Dòng một\\nDòng hai", True),
+    (Numbers(), "Page 3 of 10", "Trang 3 trên 10", True),
+    (Numbers(), "1,000.5 MB", "1.000,5 MB", True),  # separators differ in Vietnamese
+    (Numbers(), "Page 3 of 10", "Trang 4 trên 10", False),
+    (Numbers(), "more than three files", "nhiều hơn 3 tập tin", True),  # spelled number
+    (Numbers(), "Apr", "Th4", True),  # months are numbered in Vietnamese
+    (Numbers(), "pre-2015 versions", "phiên bản trước năm 1998", False),
+    (UrlEmail(), "See <https://www.gnu.org/licenses/>.", "Xem <https://www.gnu.org/licenses>.", True),
+    (UrlEmail(), "Report bugs to bug-make@gnu.org", "Thông báo lỗi cho bug-make@gnu.org", True),
+    (UrlEmail(), "See https://example.org", "Xem https://example.com", False),
+    (Encoding(), "Café", "Cà phê", True),
+    (Encoding(), "Café", "CÃ  phÃª", False),  # UTF-8 read as cp1252
+    (Encoding(), "Vietnamese", "Tiáº¿ng Viá»‡t", False),
+    (Encoding(), "Vietnamese", "TiÃªng Viªt Æ°", False),
+    (Encoding(), "File", "T\ufffdp tin", False),
+    (Encoding(), "File", "Tập\x07 tin", False),
+    (Repetition(), "Slowly", "Chầm chậm từ từ", True),  # reduplication is Vietnamese
+    (Repetition(), "bla bla", "bla bla bla bla bla", False),
+    (Repetition(), "Ha", "hahahahahahahaha", False),
+    (Repetition(), "--file=FILE file naming the socket", "--file=TẬP-TIN tập tin đặt tên socket", True),
+    (TerminalPunctuation(), "Cannot open the file.", "Không thể mở tập tin.", True),
+    (TerminalPunctuation(), "Cannot open the file.", "Không thể mở", False),
+    (TerminalPunctuation(), "Loading...", "Đang tải", True),  # an ellipsis is not a sentence end
+    (TerminalPunctuation(), "Open file", "Mở tập tin.", True),
+]
+
+
+@pytest.mark.parametrize("rule, src, tgt, accepted", CASES, ids=[f"{c[0].name()}-{i}" for i, c in enumerate(CASES)])
+def test_rule(rule, src, tgt, accepted):
+    assert accepts(rule, src, tgt) is accepted
+
+
+def test_test_overlap(tmp_path):
+    import pyarrow.parquet as pq
+
+    held = tmp_path / "test.parquet"
+    pq.write_table(pa.table({"src": ["Open File", "Quit"], "tgt": ["Mở tập tin", "Thoát"], "origin": ["t", "t"], "id": ["1", "2"]}), held)
+    rule = TestOverlap(paths=[str(held)])
+    assert not accepts(rule, "open file!", "Mở tệp")  # normalised source occurs in test
+    assert accepts(rule, "Open folder", "Mở thư mục")
+    with pytest.raises(Exception, match="not found"):
+        TestOverlap(paths=[str(tmp_path / "missing.parquet")])
+
+
+@pytest.mark.parametrize(
+    "src, tgt, expected_src, expected_tgt, changed",
+    [
+        (unicodedata.normalize("NFD", "Mật khẩu"), "Mật khẩu", "Mật khẩu", "Mật khẩu", {"nfc"}),
+        ("Usage:\n  foo  [x]", " Cách dùng:\tfoo ", "Usage: foo [x]", "Cách dùng: foo", {"whitespace"}),
+        ("_File", "_Tập tin", "File", "Tập tin", {"accelerators"}),
+        ("&Open", "&Mở", "Open", "Mở", {"accelerators"}),
+        ("Save _As", "Lưu _dạng", "Save As", "Lưu dạng", {"accelerators"}),
+        ("LC_ALL is set", "LC_ALL được đặt", "LC_ALL is set", "LC_ALL được đặt", set()),  # identifier
+        ("Tom &amp; Jerry", "Tom &amp; Jerry", "Tom &amp; Jerry", "Tom &amp; Jerry", set()),  # entity
+        ("_File", "Tập tin", "_File", "Tập tin", set()),  # only when both sides have one
+    ],
+)
+def test_normalize(src, tgt, expected_src, expected_tgt, changed):
+    table, masks = normalize_table(pa.table({"src": [src], "tgt": [tgt], "origin": ["t"], "id": ["1"]}))
+    assert table.column("src")[0].as_py() == expected_src
+    assert table.column("tgt")[0].as_py() == expected_tgt
+    assert {k for k, m in masks.items() if m[0]} == changed
+
+
+def test_default_config_loads_every_rule():
+    cfg = load_config()
+    assert {r.name() for r in cfg.rules} == set(REGISTRY)
+    assert [r.name() for r in cfg.global_rules] == ["Duplicates"]
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([{"NoSuchRule": {}}], "NoSuchRule"),
+        ([{"TooShort": {"min_char": 3}}], "min_char"),
+        ([{"LengthRatio": {"min_ratio": "low"}}], "min_ratio"),
+        ([{"TooShort": {"min_chars": 2.5}}], "min_chars"),
+        ([{"Duplicates": {"normalized": "yes"}}], "normalized"),
+        ({"normalize": {"nfkc": True}, "rules": []}, "nfkc"),
+        ({"rules": [], "filters": []}, "filters"),
+        ([{"NonEmpty": {}, "TooShort": {}}], "rules[0]"),
+    ],
+)
+def test_config_errors_name_the_key(data, message):
+    with pytest.raises(ConfigError) as err:
+        build_config(data)
+    assert message in str(err.value)
+
+
+def test_config_lists_every_error_at_once():
+    with pytest.raises(ConfigError) as err:
+        build_config([{"Bogus": {}}, {"TooLong": {"max_char": 5}}])
+    assert "Bogus" in str(err.value) and "max_char" in str(err.value)
+
+
+def test_config_accepts_bare_names_and_ints_for_floats():
+    cfg = build_config(["NonEmpty", {"LengthRatio": {"max_ratio": 3}}])
+    assert [r.name() for r in cfg.rules] == ["NonEmpty", "LengthRatio"]
+    assert cfg.rules[1].max_ratio == 3

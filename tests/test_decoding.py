@@ -1,0 +1,136 @@
+"""Decoding: greedy == beam 1, cached == naive, sampling limits, length penalty, noise for back-translation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from mtcore.config import ModelConfig
+from mtcore.decoding import (
+    Sampling,
+    beam_search,
+    encode_sources,
+    greedy_decode,
+    length_penalty,
+    max_lengths,
+    sample_decode,
+)
+from mtcore.model import build_model
+from mtcore.noise import noise_text, noise_words
+from mtcore.tokenizer import BT_TAG, EOS_ID, PAD_ID, train_tokenizer
+
+torch.set_num_threads(1)
+V = 48
+
+
+def model_and_sources(seed: int, batch: int = 5):
+    """A random tiny model made peaky (scaled embeddings) so that outputs vary in length and end with EOS."""
+    torch.manual_seed(seed)
+    model = build_model(ModelConfig.preset("tiny", dropout=0.0), vocab_size=V).eval()
+    with torch.no_grad():
+        model.embed.weight.mul_(4.0)
+    lens = torch.randint(3, 10, (batch,))
+    src = torch.full((batch, int(lens.max())), PAD_ID)
+    for i, n in enumerate(lens.tolist()):
+        src[i, : n - 1] = torch.randint(4, V, (n - 1,))
+        src[i, n - 1] = EOS_ID
+    return model, src
+
+
+KW = dict(max_len_a=1.0, max_len_b=6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_equals_beam_one(seed):
+    model, src = model_and_sources(seed)
+    assert greedy_decode(model, src, **KW) == beam_search(model, src, beam=1, **KW)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cached_equals_naive(seed):
+    model, src = model_and_sources(seed)
+    assert greedy_decode(model, src, **KW) == greedy_decode(model, src, use_cache=False, **KW)
+    for beam in (2, 5):
+        cached = beam_search(model, src, beam=beam, n_best=beam, **KW)
+        naive = beam_search(model, src, beam=beam, n_best=beam, use_cache=False, **KW)
+        assert [[h for _, h in sent] for sent in cached] == [[h for _, h in sent] for sent in naive]
+        for c, n in zip(cached, naive):
+            assert [s for s, _ in c] == pytest.approx([s for s, _ in n], abs=1e-4)
+
+
+def test_outputs_vary_and_respect_the_length_limit():
+    model, src = model_and_sources(0, batch=8)
+    limits = max_lengths(model, src, **{"a": 1.0, "b": 6})
+    for hyps in (greedy_decode(model, src, **KW), beam_search(model, src, beam=4, **KW)):
+        assert all(len(h) <= lim for h, lim in zip(hyps, limits.tolist()))
+        assert all(EOS_ID not in h and PAD_ID not in h for h in hyps)
+    assert len({len(h) for h in greedy_decode(model, src, **KW)}) > 1  # some stop early, some at the limit
+
+
+def test_beam_hypotheses_are_sorted_and_scored_with_the_length_penalty():
+    model, src = model_and_sources(1, batch=2)
+    nbest = beam_search(model, src[:1], beam=4, n_best=4, len_penalty=1.0, **KW)[0]
+    scores = [s for s, _ in nbest]
+    assert scores == sorted(scores, reverse=True)
+    # recompute the best hypothesis' normalised score by teacher forcing
+    best = nbest[0][1]
+    tgt = torch.tensor([[2] + best])
+    lp = model(src[:1], tgt).log_softmax(-1)[0]
+    ends_with_eos = len(best) < max_lengths(model, src[:1], 1.0, 6).item()
+    targets = best + ([EOS_ID] if ends_with_eos else [])
+    logp = sum(lp[i, t].item() for i, t in enumerate(targets))
+    assert scores[0] == pytest.approx(logp / length_penalty(len(targets), 1.0), abs=1e-3)
+
+
+def test_length_penalty_formula():
+    assert length_penalty(1, 0.0) == 1.0
+    assert length_penalty(7, 0.7) == pytest.approx((12 / 6) ** 0.7)
+
+
+def test_sampling_with_top_k_one_is_greedy_and_seeded_sampling_is_reproducible():
+    model, src = model_and_sources(2)
+    greedy = greedy_decode(model, src, **KW)
+    assert sample_decode(model, src, Sampling(top_k=1), **KW) == greedy
+    assert sample_decode(model, src, Sampling(top_p=1e-6), **KW) == greedy
+    draw = lambda: sample_decode(model, src, Sampling(temperature=2.0), generator=torch.Generator().manual_seed(5), **KW)
+    assert draw() == draw()
+    with pytest.raises(ValueError, match="`top_p`"):
+        Sampling(top_p=0.0)
+
+
+def test_sources_can_carry_the_bt_tag(tmp_path):
+    texts = ["open the file", "mở tệp", "the red window", "cửa sổ đỏ"] * 5
+    tok = train_tokenizer(texts, tmp_path / "spm.model", vocab_size=300)
+    plain = encode_sources(tok, ["open the file"])[0]
+    tagged = encode_sources(tok, ["open the file"], bt_tag=True)[0]
+    assert tok.bt_tag_id in tagged[:2] and tagged[-len(plain) :] == plain and plain[-1] == EOS_ID
+    assert encode_sources(tok, [f"{BT_TAG} open the file"])[0] == tagged  # what a tagged BT corpus holds
+
+
+# --------------------------------------------------------------------------- noise (Edunov et al. 2018)
+
+
+def test_noise_rates_and_local_shuffle():
+    rng = random.Random(0)
+    words = list(range(20))
+    deleted = replaced = total = 0
+    for _ in range(500):
+        out = noise_words(words, rng, filler=-1, max_shuffle=1)  # no shuffle: count edits
+        deleted += len(words) - len(out)
+        replaced += out.count(-1)
+        total += len(words)
+    assert deleted / total == pytest.approx(0.1, abs=0.02)
+    assert replaced / total == pytest.approx(0.1, abs=0.02)
+    for _ in range(200):
+        out = noise_words(words, rng, p_delete=0.0, p_replace=0.0)
+        assert sorted(out) == words
+        assert all(abs(pos - w) < 3 for pos, w in enumerate(out))  # never moves 3 or more positions
+    assert noise_words(words, random.Random(1)) == noise_words(words, random.Random(1))
+
+
+def test_noise_text_keeps_the_tag_and_never_empties():
+    out = noise_text(f"{BT_TAG} tôi thấy con mèo", random.Random(3))
+    assert out.split()[0] == BT_TAG
+    assert noise_words(["một"], random.Random(0), p_delete=1.0) == ["một"]

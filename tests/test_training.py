@@ -1,0 +1,153 @@
+"""The training loop: loss, schedule, overfitting a toy corpus, resume, stop rules, DDP on two CPU ranks."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.tokenizer import PAD_ID, train_tokenizer
+from mtcore.training import fit, label_smoothed_loss, make_optimizer, noam_lr, toy_pairs
+
+torch.set_num_threads(1)
+
+TINY = ModelConfig.preset("tiny", dropout=0.0)
+PAIRS = toy_pairs(64)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spm") / "spm.model"
+    return train_tokenizer([s for p in toy_pairs(360) for s in p], path, vocab_size=500)
+
+
+def quick(**kw) -> TrainConfig:
+    base = dict(max_tokens=256, warmup=100, lr_scale=0.5, label_smoothing=0.0, max_epochs=1000, validate_every=0,
+                log_every=5, patience=0, dev_limit=8, max_len=64)
+    return TrainConfig(**{**base, **kw})
+
+
+# --------------------------------------------------------------------------- loss and schedule
+
+
+def test_label_smoothed_loss_matches_a_hand_computation():
+    logits = torch.tensor([[[2.0, 1.0, 0.0, -1.0], [0.5, 0.5, 0.5, 0.5], [9.0, 9.0, 9.0, 9.0]]])  # (1, 3, 4)
+    target = torch.tensor([[1, 3, PAD_ID]])  # the last position is padding
+    eps = 0.1
+    lse0 = math.log(math.exp(2) + math.exp(1) + 1 + math.exp(-1))
+    logp0 = [2 - lse0, 1 - lse0, -lse0, -1 - lse0]
+    logp1 = [math.log(0.25)] * 4
+    expected_nll = -logp0[1] - logp1[3]
+    expected = (1 - eps) * expected_nll + eps * (-sum(logp0) / 4 - sum(logp1) / 4)
+    loss, nll, n = label_smoothed_loss(logits, target, eps)
+    assert n == 2
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    # the same definition as PyTorch's label_smoothing
+    ref = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=PAD_ID, label_smoothing=eps, reduction="sum")
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("step, warmup, d_model, scale", [(1, 4000, 512, 1.0), (4000, 4000, 512, 1.0), (10000, 4000, 512, 2.0), (50, 100, 64, 0.5)])
+def test_noam_schedule_matches_the_formula(step, warmup, d_model, scale):
+    assert noam_lr(step, d_model, warmup, scale) == pytest.approx(scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5))
+
+
+def test_optimizer_follows_the_schedule():
+    model = torch.nn.Linear(2, 2)
+    cfg = TrainConfig(warmup=10, lr_scale=2.0)
+    opt, sched = make_optimizer(model, cfg, d_model=64)
+    assert opt.defaults["betas"] == (0.9, 0.98) and opt.defaults["eps"] == 1e-9
+    lrs = []
+    for _ in range(30):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([noam_lr(s, 64, 10, 2.0) for s in range(1, 31)])
+    assert max(range(30), key=lrs.__getitem__) == 9  # peak at step == warmup
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def test_tiny_model_overfits_64_pairs(tokenizer):
+    start = time.perf_counter()
+    steps, validations = [], []
+    result = fit(
+        quick(max_steps=400, validate_every=100, dev_limit=64), TINY, PAIRS, PAIRS, tokenizer,
+        on_step=steps.append, on_validation=lambda m, s: validations.append((m, s.step, s.last_validation)),
+    )
+    elapsed = time.perf_counter() - start
+    assert result.last_metrics["dev/bleu"] > 90, result.state.last_validation["samples"]
+    assert elapsed < 60
+    assert result.stop_reason == "max_steps" and result.steps == 400
+    assert set(steps[0]) >= {"train/loss", "train/lr", "train/tokens_per_s", "train/grad_norm"}
+    assert steps[-1]["train/loss"] < steps[0]["train/loss"]
+    assert [s for _, s, _ in validations] == [100, 200, 300, 400]
+    assert set(validations[0][0]) >= {"dev/loss", "dev/bleu", "dev/chrf"}
+    assert validations[0][2]["bleu_signature"].startswith("nrefs:1|")
+
+
+def test_resume_continues_exactly(tokenizer, tmp_path):
+    from mtcore.checkpoint import load_train_state, save_checkpoint
+
+    cfg = quick(max_steps=12)
+    straight = fit(cfg, TINY, PAIRS, PAIRS, tokenizer)
+    first = fit(quick(max_steps=7), TINY, PAIRS, PAIRS, tokenizer)
+    save_checkpoint(tmp_path / "ckpt", first.model, tokenizer, train_state=first.state.to_dict(include_model=False))
+    resumed = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, state=load_train_state(tmp_path / "ckpt"))
+    assert resumed.steps == straight.steps == 12
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_stop_rules(tokenizer):
+    budget = fit(quick(max_steps=1000), TINY, PAIRS, PAIRS, tokenizer, time_budget_s=1e-3)
+    assert (budget.stop_reason, budget.steps) == ("time_budget", 1)
+    # a learning rate too small to change BLEU: the first validation sets the best, two more without gain stop it
+    stuck = fit(quick(lr_scale=1e-9, validate_every=1, patience=2, max_steps=50), TINY, PAIRS, PAIRS, tokenizer)
+    assert (stuck.stop_reason, stuck.steps) == ("patience", 3)
+    one_epoch = fit(quick(max_epochs=1, accumulation=2), TINY, PAIRS, PAIRS, tokenizer)
+    assert one_epoch.stop_reason == "max_epochs"
+    from mtcore.batching import TokenBatchSampler
+    from mtcore.training import _lengths, encode_pairs
+
+    n_batches = len(TokenBatchSampler(*_lengths(encode_pairs(tokenizer, PAIRS, 64)[0]), 256, seed=0))
+    assert one_epoch.steps == math.ceil(n_batches / 2)
+
+
+# --------------------------------------------------------------------------- DDP
+
+
+def _ddp_worker(rank: int, world: int, store: str, spm: str, out: str) -> None:
+    import torch.distributed as dist
+
+    from mtcore.tokenizer import Tokenizer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    logged = []
+    result = fit(quick(max_steps=6, log_every=3, validate_every=6), TINY, PAIRS, PAIRS[:8], Tokenizer(spm), on_step=logged.append)
+    checksum = sum(float(p.detach().double().sum()) for p in result.model.parameters())
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"steps": result.steps, "checksum": checksum, "logged": logged, "bleu": result.last_metrics["dev/bleu"]}, f)
+    dist.destroy_process_group()
+
+
+def test_ddp_two_cpu_ranks_stay_in_step(tokenizer, tmp_path):
+    import torch.multiprocessing as mp
+
+    out = str(tmp_path / "result")
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "store"), str(tokenizer.path), out), nprocs=2, join=True)
+    r0, r1 = (json.loads(open(f"{out}.{r}").read()) for r in (0, 1))
+    assert r0["steps"] == r1["steps"] == 6
+    assert r0["checksum"] == pytest.approx(r1["checksum"], rel=1e-9)  # same weights on both ranks
+    for a, b in zip(r0["logged"], r1["logged"], strict=True):  # reduced over ranks (speed is timed per rank)
+        assert {k: v for k, v in a.items() if k != "train/tokens_per_s"} == {k: v for k, v in b.items() if k != "train/tokens_per_s"}
+    assert len(r0["logged"]) == 2
+    assert r0["bleu"] == r1["bleu"]
