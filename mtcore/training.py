@@ -298,8 +298,10 @@ def fit(
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        net = DistributedDataParallel(model, device_ids=[index] if device.type == "cuda" else None)
+        device_ids = None
+        if device.type == "cuda":
+            device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
+        net = DistributedDataParallel(model, device_ids=device_ids)
     use_bf16 = device.type == "cuda" and train_cfg.bf16
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
     src_lens, tgt_lens = _lengths(train)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
+
+# Two cores shared by Ray workers and the test process: one intra-op thread each avoids
+# oversubscription that makes small-model decoding tens of times slower.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

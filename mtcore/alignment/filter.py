@@ -1,0 +1,344 @@
+"""Pair filtering by embedding similarity: score once, decide later (OpusFilter's `score`/`accept`).
+
+1. Encode both sides of every pair (`embed_pairs`: in process, or `embed_pairs_ray`:
+   Ray Data with the encoder in an actor pool, one model load per actor, GPUs
+   when the cluster has them).
+2. Score (`PairScores`): the pair's cosine, and the ratio margin over k nearest
+   neighbours (Artetxe & Schwenk 2019) against all sentences of the corpus.
+   The same scores are computed for *deliberately misaligned* pairs: each source
+   with the target of another row of the same origin (neighbouring messages of
+   the same catalog: near misses, not just random pairs).
+3. Decide: keep pairs whose score ≥ threshold. `threshold="auto"` calibrates on
+   the data itself: the score that best separates real pairs from the misaligned
+   ones (the maximum of F_mis(t) − F_real(t), Youden's J / the Kolmogorov–Smirnov
+   point), so no number has to be guessed per corpus or per encoder.
+
+`filter_corpus` is the stage: `kept/`, `rejects/` (REJECT_SCHEMA, reason
+`low_cosine`/`low_margin`, the score, the threshold in `detail`), `scores.parquet`
+(every row's scores, for re-thresholding without re-encoding), `report.json`
+(reconciled), `histogram.png`, and an MLflow run in the `align_filter` experiment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from mtcore.alignment.scoring import DEFAULT_K, SCORES, cosine, knn_mean_similarity, ratio_margin
+
+log = logging.getLogger(__name__)
+STAGE = "align_filter"
+EXPERIMENT = "align_filter"
+REASONS = {"cosine": "low_cosine", "margin": "low_margin"}
+
+
+class FilterError(ValueError):
+    pass
+
+
+@dataclass
+class FilterConfig:
+    encoder: str = "builtin"
+    score: str = "cosine"  # or "margin"
+    threshold: str | float = "auto"
+    k: int = DEFAULT_K  # neighbours for the margin
+    batch_size: int = 1024  # rows per Ray Data batch / per encoder call
+    num_actors: int = 0  # 0: one per CPU (or per GPU) of the cluster
+    seed: int = 0  # for the misaligned calibration pairs
+
+    def __post_init__(self):
+        if self.score not in SCORES:
+            raise FilterError(f"score must be one of {list(SCORES)}, not {self.score!r}")
+        if self.threshold != "auto":
+            try:
+                self.threshold = float(self.threshold)
+            except (TypeError, ValueError):
+                raise FilterError(f"threshold must be 'auto' or a number, not {self.threshold!r}") from None
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def embed_pairs(table: pa.Table, encoder, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """(X, Y) unit rows for src and tgt, in process."""
+    src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
+    return encoder.encode(src, batch_size=batch_size), encoder.encode(tgt, batch_size=batch_size)
+
+
+class EncodePairs:
+    """Ray Data actor: loads the encoder once, then embeds batches of pairs."""
+
+    def __init__(self, spec: str, device: str = "cpu"):
+        from mtcore.embedding import load_encoder
+
+        self.encoder = load_encoder(spec, device=device)
+
+    def __call__(self, batch: dict) -> dict:
+        x = self.encoder.encode(list(batch["src"]))
+        y = self.encoder.encode(list(batch["tgt"]))
+        return {"_row": batch["_row"], "src_emb": x, "tgt_emb": y}
+
+
+def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_actors: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(X, Y) as `embed_pairs`, encoded by a Ray Data actor pool; rows come back in input order.
+
+    `spec` must be loadable on the workers (`resolve_encoder` turns "builtin" into its directory).
+    """
+    import ray
+
+    from mtcore.cluster import available_cpus, available_gpus, init_ray
+
+    init_ray()
+    gpus = available_gpus()
+    if gpus:
+        size, resources, device = num_actors or gpus, {"num_gpus": 1}, "cuda"
+        size = min(size, gpus)
+    else:
+        size, resources, device = num_actors or available_cpus(), {"num_cpus": 1}, "cpu"
+        size = max(1, min(size, available_cpus()))
+    size = max(1, min(size, -(-len(table) // batch_size)))  # no idle actors on small inputs
+    rows = pa.table({"_row": pa.array(np.arange(len(table))), "src": table["src"], "tgt": table["tgt"]})
+    ds = ray.data.from_arrow(rows).map_batches(
+        EncodePairs,
+        fn_constructor_kwargs={"spec": spec, "device": device},
+        compute=ray.data.ActorPoolStrategy(size=size),
+        batch_size=batch_size,
+        batch_format="numpy",
+        **resources,
+    )
+    parts = list(ds.iter_batches(batch_size=None, batch_format="numpy"))
+    order = np.concatenate([p["_row"] for p in parts]) if parts else np.zeros(0, np.int64)
+    dim = parts[0]["src_emb"].shape[1] if parts else 0
+    x = np.zeros((len(table), dim), np.float32)
+    y = np.zeros((len(table), dim), np.float32)
+    if parts:
+        x[order] = np.concatenate([p["src_emb"] for p in parts])
+        y[order] = np.concatenate([p["tgt_emb"] for p in parts])
+    return x, y
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def misaligned_partners(origins: list[str] | None, n: int, seed: int) -> np.ndarray:
+    """For each row, another row of the same origin (a derangement inside each origin); rows alone in
+    their origin get a random other row. These pairs are wrong by construction."""
+    rng = np.random.default_rng(seed)
+    partner = np.full(n, -1, dtype=np.int64)
+    groups: dict[str, list[int]] = {}
+    for i, o in enumerate(origins if origins is not None else [""] * n):
+        groups.setdefault(o, []).append(i)
+    for rows in groups.values():
+        if len(rows) >= 2:
+            rows = np.array(rows)
+            shift = rng.integers(1, len(rows))  # a cyclic shift of a random order: no fixed points
+            order = rng.permutation(rows)
+            partner[order] = np.roll(order, -shift)
+    alone = np.flatnonzero(partner < 0)
+    if len(alone) and n >= 2:
+        other = rng.integers(0, n - 1, size=len(alone))
+        partner[alone] = other + (other >= alone)
+    partner[partner < 0] = 0  # n == 1: nothing to pair with
+    return partner
+
+
+@dataclass
+class PairScores:
+    """Scores of the real pairs and of the deliberately misaligned ones (same sources, other targets)."""
+
+    cosine: np.ndarray
+    margin: np.ndarray
+    mis_cosine: np.ndarray
+    mis_margin: np.ndarray
+
+    def real(self, name: str) -> np.ndarray:
+        return getattr(self, name)
+
+    def misaligned(self, name: str) -> np.ndarray:
+        return getattr(self, f"mis_{name}")
+
+
+def score_pairs(x: np.ndarray, y: np.ndarray, origins: list[str] | None, k: int = DEFAULT_K, seed: int = 0) -> PairScores:
+    x_knn = knn_mean_similarity(x, y, k)
+    y_knn = knn_mean_similarity(y, x, k)
+    cos = cosine(x, y)
+    partner = misaligned_partners(origins, len(x), seed)
+    mis_cos = cosine(x, y[partner])
+    return PairScores(cos, ratio_margin(cos, x_knn, y_knn), mis_cos, ratio_margin(mis_cos, x_knn, y_knn[partner]))
+
+
+def auto_threshold(real: np.ndarray, misaligned: np.ndarray) -> float:
+    """The score t maximising F_mis(t) − F_real(t): most misaligned pairs below it, fewest real ones.
+
+    Candidate thresholds are midpoints between consecutive distinct scores.
+    """
+    values = np.unique(np.concatenate([real, misaligned]))
+    if len(values) < 2:
+        return float(values[0]) if len(values) else 0.0
+    cands = (values[:-1] + values[1:]) / 2
+    real_s, mis_s = np.sort(real), np.sort(misaligned)
+    below_mis = np.searchsorted(mis_s, cands) / max(1, len(mis_s))
+    below_real = np.searchsorted(real_s, cands) / max(1, len(real_s))
+    return float(cands[int(np.argmax(below_mis - below_real))])
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+@dataclass
+class FilterResult:
+    output: Path
+    report: dict
+    skipped: bool = False
+    threshold: float | None = None
+    kept: pa.Table | None = field(default=None, repr=False)
+    rejects: pa.Table | None = field(default=None, repr=False)
+
+
+def outputs_exist(output: Path) -> bool:
+    return (output / "report.json").is_file() and (output / "kept").is_dir() and (output / "rejects").is_dir()
+
+
+def decide(table: pa.Table, scores: PairScores, cfg: FilterConfig) -> tuple[pa.Table, pa.Table, float]:
+    """(kept, rejects, threshold) from scores computed once."""
+    from mtcore.ledger import rejects_table
+
+    values = scores.real(cfg.score)
+    threshold = auto_threshold(values, scores.misaligned(cfg.score)) if cfg.threshold == "auto" else float(cfg.threshold)
+    keep = values >= threshold
+    rej = np.flatnonzero(~keep)
+    sub = table.take(pa.array(rej, pa.int64()))
+    rejects = rejects_table(
+        sub["src"].to_pylist(),
+        sub["tgt"].to_pylist(),
+        sub["origin"].to_pylist() if "origin" in sub.column_names else [""] * len(sub),
+        sub["id"].to_pylist() if "id" in sub.column_names else [str(i) for i in rej],
+        stage=STAGE,
+        reason=REASONS[cfg.score],
+        scores=[float(values[i]) for i in rej],
+        details=[f"{cfg.score} {values[i]:.3f} < threshold {threshold:.3f}" for i in rej],
+    )
+    return table.filter(pa.array(keep)), rejects, threshold
+
+
+def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) -> tuple[PairScores, dict]:
+    """Encode and score every pair; returns the scores and timings."""
+    from mtcore.embedding import load_encoder, resolve_encoder
+
+    t0 = time.perf_counter()
+    spec = resolve_encoder(cfg.encoder)
+    if use_ray:
+        x, y = embed_pairs_ray(table, spec, cfg.batch_size, cfg.num_actors)
+    else:
+        x, y = embed_pairs(table, load_encoder(spec), cfg.batch_size)
+    t_enc = time.perf_counter() - t0
+    origins = table["origin"].to_pylist() if "origin" in table.column_names else None
+    scores = score_pairs(x, y, origins, cfg.k, cfg.seed)
+    t_all = time.perf_counter() - t0
+    timing = {"encode_seconds": round(t_enc, 2), "score_seconds": round(t_all - t_enc, 2)}
+    timing["pairs_per_second"] = round(len(table) / t_all, 1) if t_all > 0 else None
+    return scores, timing
+
+
+def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):
+    """In memory: (kept, rejects, threshold, scores, timing)."""
+    scores, timing = score_corpus(table, cfg, use_ray=use_ray)
+    kept, rejects, threshold = decide(table, scores, cfg)
+    return kept, rejects, threshold, scores, timing
+
+
+def filter_corpus(
+    input_path: str | Path, output: str | Path, cfg: FilterConfig | None = None, *, overwrite: bool = False, use_ray: bool = True, track: bool = True
+) -> FilterResult:
+    """The align-filter stage: read, score, decide, write `kept/`, `rejects/`, `report.json`, histogram, MLflow."""
+    from mtcore.corpus import read_corpus, write_parquet
+    from mtcore.ledger import StageReport, write_report
+
+    cfg = cfg or FilterConfig()
+    output = Path(output)
+    if outputs_exist(output) and not overwrite:
+        return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
+    table = read_corpus(input_path)
+    kept, rejects, threshold, scores, timing = filter_table(table, cfg, use_ray=use_ray)
+
+    for sub in ("kept", "rejects"):
+        for old in (output / sub).glob("*.parquet") if (output / sub).is_dir() else []:
+            old.unlink()
+    write_parquet(kept, output / "kept" / "part-00000.parquet")
+    write_parquet(rejects, output / "rejects" / "part-00000.parquet")
+    write_parquet(
+        pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin, "kept": pa.array(scores.real(cfg.score) >= threshold)}),
+        output / "scores.parquet",
+    )
+    real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
+    calibration = {
+        "method": "auto: max F_misaligned(t) - F_real(t)" if cfg.threshold == "auto" else "given",
+        "misaligned_pairs": "targets of other rows of the same origin",
+        "misaligned_below_threshold": round(float((mis < threshold).mean()), 4) if len(mis) else None,
+        "real_median": round(float(np.median(real)), 4) if len(real) else None,
+        "misaligned_median": round(float(np.median(mis)), 4) if len(mis) else None,
+    }
+    report = StageReport.from_tables(
+        STAGE, len(table), kept, rejects, score=cfg.score, threshold=round(threshold, 6), encoder=cfg.encoder, calibration=calibration, timing=timing
+    )
+    write_report(output / "report.json", report, input=str(input_path), config=_jsonable(asdict(cfg)))
+    plot_histogram(real, mis, threshold, cfg.score, output / "histogram.png")
+    run_id = _track(cfg, report, output, input_path) if track else None
+    body = json.loads((output / "report.json").read_text())
+    if run_id:
+        body["mlflow_run_id"] = run_id
+    return FilterResult(output, body, False, threshold, kept, rejects)
+
+
+def _jsonable(d: dict) -> dict:
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in d.items()}
+
+
+def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float, score: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    lo = float(min(real.min(initial=0.0), misaligned.min(initial=0.0)))
+    hi = float(max(real.max(initial=1.0), misaligned.max(initial=1.0)))
+    bins = np.linspace(lo, hi, 60)
+    ax.hist(real, bins=bins, alpha=0.6, label=f"corpus pairs (n={len(real):,})", density=True)
+    ax.hist(misaligned, bins=bins, alpha=0.6, label="misaligned on purpose (same origin)", density=True)
+    ax.axvline(threshold, color="black", linestyle="--", label=f"threshold {threshold:.3f}")
+    ax.set_xlabel(score)
+    ax.set_ylabel("density")
+    ax.set_title(f"align_filter: {score} of corpus pairs vs deliberately misaligned pairs")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _track(cfg: FilterConfig, report, output: Path, input_path) -> str | None:
+    try:
+        from mtcore import tracking
+
+        mlflow = tracking.setup(EXPERIMENT)
+        with mlflow.start_run(run_name=f"align_filter-{Path(input_path).name}-{cfg.score}", tags=tracking.standard_tags(EXPERIMENT, input_path)) as run:
+            mlflow.log_params(tracking.flatten(_jsonable(asdict(cfg))) | {"input": str(input_path)})
+            d = report.to_dict()
+            mlflow.log_metrics(
+                {"input": d["input"], "kept": d["kept"], "rejected": d["rejected_total"], "threshold": d["threshold"]}
+                | {k: v for k, v in d["timing"].items() if isinstance(v, (int, float))}
+            )
+            mlflow.log_artifact(str(output / "histogram.png"))
+            mlflow.log_artifact(str(output / "report.json"))
+            return run.info.run_id
+    except Exception as err:  # never lose a finished stage over the dashboard
+        log.warning("MLflow logging failed: %s", err)
+        return None

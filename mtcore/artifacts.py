@@ -1,0 +1,114 @@
+"""The end of a training run: test BLEU/chrF with the best checkpoint, and what a reader opens in MLflow.
+
+Logged to the run: `test/bleu`, `test/chrf` (signatures as tags), the best checkpoint
+directory, the SentencePiece model, the resolved config, a table of sample
+translations (source, reference, hypothesis), attention heatmaps (encoder
+self-attention and decoder cross-attention, last layer, averaged over heads) for a
+few dev sentences, the loss/BLEU curves, and a pyfunc model that translates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HEATMAP_SENTENCES = 3
+
+
+def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam: int, device: str) -> dict[str, Any]:
+    """Translate `pairs` sources with the checkpoint; BLEU/chrF with signatures and the hypotheses."""
+    from mtcore.checkpoint import load_checkpoint
+    from mtcore.decoding import translate
+    from mtcore.metrics import score_translations
+
+    ckpt = load_checkpoint(checkpoint_dir, device=device)
+    hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], beam=beam, batch_size=32)
+    return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps}
+
+
+def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:
+    """Decode where the GPUs are: a Ray task asking for one when the job trained on GPUs."""
+    import ray
+
+    task = ray.remote(num_cpus=1, num_gpus=1 if use_gpu else 0)(evaluate_checkpoint)
+    return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu"))
+
+
+def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -> list[Path]:
+    """Heatmaps for a few sentences, teacher-forced on the model's own greedy translation."""
+    import torch
+
+    from mtcore.checkpoint import load_checkpoint
+    from mtcore.decoding import encode_sources, translate_ids
+    from mtcore.model import attention_maps
+    from mtcore.plots import attention_heatmap
+    from mtcore.tokenizer import BOS_ID
+
+    ckpt = load_checkpoint(checkpoint_dir)
+    sp = ckpt.tokenizer.sp
+    paths = []
+    for i, text in enumerate(sources[:HEATMAP_SENTENCES]):
+        src_ids = encode_sources(ckpt.tokenizer, [text], max_len=ckpt.model_cfg.max_positions - 1)
+        hyp = translate_ids(ckpt.model, src_ids, beam=1)[0][:60]
+        src = torch.tensor(src_ids)
+        tgt_in = torch.tensor([[BOS_ID] + hyp])
+        maps = attention_maps(ckpt.model, src, tgt_in)
+        src_tokens = [sp.id_to_piece(t) for t in src_ids[0]]
+        tgt_tokens = ["<s>"] + [sp.id_to_piece(t) for t in hyp]
+        enc = maps["encoder"][-1][0].mean(0).float().numpy()  # (S, S)
+        cross = maps["cross"][-1][0].mean(0).float().numpy()  # (T, S)
+        paths.append(attention_heatmap(enc, src_tokens, src_tokens, f"encoder self-attention, last layer: {text[:50]}", out_dir / f"encoder_self_attention_{i}.png"))
+        paths.append(attention_heatmap(cross, src_tokens, tgt_tokens, f"decoder cross-attention, last layer: {text[:50]}", out_dir / f"cross_attention_{i}.png"))
+    return paths
+
+
+def metric_history(client, run_id: str, names=("train/loss", "dev/loss", "dev/bleu")) -> dict[str, list[tuple[int, float]]]:
+    return {n: sorted((m.step, m.value) for m in client.get_metric_history(run_id, n)) for n in names}
+
+
+def finish_run(job, inputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
+    """Test-set evaluation and every artifact; the MLflow run ends FINISHED."""
+    import mlflow
+
+    from mtcore.plots import learning_curves
+    from mtcore.ray_training import load_pairs
+
+    test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
+    result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
+    hyps = result.pop("hyps")
+
+    mlflow.set_tracking_uri(inputs.tracking_uri)
+    client = mlflow.MlflowClient()
+    run_id = inputs.mlflow_run_id
+    with mlflow.start_run(run_id=run_id):
+        mlflow.log_metrics({"test/bleu": result["test/bleu"], "test/chrf": result["test/chrf"]})
+        mlflow.set_tags({
+            "sacrebleu.bleu_signature": result["test/bleu_signature"],
+            "sacrebleu.chrf_signature": result["test/chrf_signature"],
+            "mtcore.best_checkpoint": str(best_dir),
+        })
+        mlflow.log_artifacts(str(best_dir), artifact_path="best_checkpoint")
+        mlflow.log_artifact(inputs.spm_model, artifact_path="tokenizer")
+        mlflow.log_dict(job.to_dict(), "config.json")
+        mlflow.log_table(
+            {"source": [s for s, _ in test_pairs[:50]], "reference": [t for _, t in test_pairs[:50]], "hypothesis": hyps[:50]},
+            artifact_file="samples/test_translations.json",
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
+            for path in attention_figures(best_dir, dev_sources, Path(tmp)):
+                mlflow.log_artifact(str(path), artifact_path="attention")
+            curves = learning_curves(metric_history(client, run_id), Path(tmp) / "learning_curves.png")
+            mlflow.log_artifact(str(curves), artifact_path="plots")
+            (Path(tmp) / "test_metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+            mlflow.log_artifact(str(Path(tmp) / "test_metrics.json"))
+        if job.job.log_model:
+            from mtcore.pyfunc import log_translator
+
+            log_translator(best_dir)
+    return result

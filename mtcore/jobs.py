@@ -1,0 +1,107 @@
+"""Run-level settings of a training job, kept apart from the model/training hyperparameters.
+
+A job file (`experiments/configs/NAME.yaml`) has three sections: `job` (this
+module: data, workers, run name, tracking), `model` and `train`
+(`mtcore.config`). `key=value` overrides address any of them:
+`job.workers=1 model.heads=4 train.warmup=2000`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mtcore.config import ConfigError, RunConfig, _apply_overrides, _from_dict
+from mtcore.paths import DEV, TEST
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    run_name: str = ""  # "" = derived from the settings, so that a rerun resumes the same run
+    experiment: str = "train_transformer"  # one MLflow experiment per entry point
+    train_data: str = ""  # "" = the embedded corpus after the cleaning stage (cleaned on first use)
+    dev_data: str = str(DEV)
+    test_data: str = str(TEST)
+    train_limit: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
+    vocab_size: int = 8000  # joint SentencePiece vocabulary, trained once per corpus before workers start
+    workers: int = 0  # 0 = every GPU of the cluster, else 2 CPU workers (never more than the CPUs)
+    use_gpu: str = "auto"  # auto | yes | no
+    max_failures: int = 2  # a dead worker is replaced and training resumes from the last checkpoint
+    test_limit: int = 0  # test pairs decoded at the end (0 = all)
+    test_beam: int = 5
+    log_model: bool = True  # the best checkpoint as an MLflow pyfunc model
+    fail_at_step: int = 0  # testing fault tolerance: rank `fail_rank` raises once at this step
+    fail_rank: int = 1
+
+    def __post_init__(self):
+        if self.use_gpu not in ("auto", "yes", "no"):
+            raise ConfigError(f"`job.use_gpu` must be auto, yes or no, not {self.use_gpu!r}")
+        for name in ("train_limit", "vocab_size", "workers", "max_failures", "test_limit", "fail_at_step"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"`job.{name}` ({getattr(self, name)}) must be >= 0")
+        if self.test_beam < 1:
+            raise ConfigError(f"`job.test_beam` ({self.test_beam}) must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    job: JobConfig = field(default_factory=JobConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> "TrainingJob":
+        if not isinstance(d, dict):
+            raise ConfigError(f"{source}: a job file must be a mapping with job/model/train sections")
+        unknown = sorted(set(d) - {"job", "model", "train"})
+        if unknown:
+            raise ConfigError(f"{source}: unknown section(s) {unknown}; expected job, model, train")
+        try:
+            return cls(
+                job=_from_dict(JobConfig, d.get("job") or {}, "job"),
+                run=RunConfig.from_dict({k: d[k] for k in ("model", "train") if d.get(k) is not None}),
+            )
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: list[str] = ()) -> "TrainingJob":
+        data: dict = {}
+        if path is not None:
+            path = Path(path)
+            if not path.is_file():
+                raise ConfigError(f"{path}: config file not found")
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return cls.from_dict(data, str(path or "<defaults>")).with_overrides(list(overrides))
+
+    def with_overrides(self, overrides: list[str]) -> "TrainingJob":
+        job_items = [o.split(".", 1)[1] for o in overrides if o.startswith("job.")]
+        run_items = [o for o in overrides if not o.startswith("job.")]
+        return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=self.run.with_overrides(run_items))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job.to_dict(), **self.run.to_dict()}
+
+    def fingerprint(self) -> str:
+        """Hash of everything that changes what is trained (not where it is logged or tested)."""
+        keep = {k: v for k, v in self.job.to_dict().items() if k in ("train_data", "train_limit", "vocab_size")}
+        body = json.dumps({"job": keep, **self.run.to_dict()}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+    def run_name(self) -> str:
+        """What the run is: architecture, shape, the searched knobs and direction; stable for resume."""
+        if self.job.run_name:
+            return self.job.run_name
+        m, t = self.run.model, self.run.train
+        return (
+            f"{m.arch}-d{m.d_model}-L{m.layers}-h{m.heads}-w{t.warmup}-ls{t.label_smoothing:g}"
+            f"-{m.direction}-{self.fingerprint()[:6]}"
+        )

@@ -1,0 +1,329 @@
+"""DDP training on Ray Train (the V2 API): the per-worker function, the driver, and the end-of-run report.
+
+Three pieces, kept apart (as in Ray's own examples):
+- `prepare_inputs` (driver, before any worker starts): resolve the training corpus
+  (cleaning it on first use), train the joint SentencePiece model once, open or
+  reuse the MLflow run named after the settings;
+- `train_worker` (each Ray Train worker): plain PyTorch `mtcore.training.fit`, with
+  callbacks that report to Ray Train on every rank, checkpoint from rank 0 and log
+  step/validation metrics to MLflow from rank 0 only;
+- `run_training` (driver): builds `ScalingConfig`/`RunConfig`, fits, then evaluates
+  the best checkpoint on the test set and logs artifacts (checkpoint, tokenizer,
+  config, sample translations, attention heatmaps, curves, a pyfunc model).
+
+A rerun with the same run name resumes from the latest checkpoint (Ray Train V2
+restores a run from the same `storage_path` + `name`); a worker that dies is
+replaced and the run continues from the last checkpoint (`FailureConfig`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtcore.config import ConfigError
+from mtcore.jobs import TrainingJob
+from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+
+log = logging.getLogger(__name__)
+
+os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # the default since Ray 2.51; explicit for older clusters
+
+
+class JobError(RuntimeError):
+    """A training job that cannot start or did not finish; the message says why."""
+
+
+# --------------------------------------------------------------------------- driver: inputs
+
+
+@dataclass(frozen=True)
+class PreparedInputs:
+    train_data: str
+    dev_data: str
+    test_data: str
+    spm_model: str
+    tracking_uri: str
+    mlflow_run_id: str
+    run_name: str
+    storage_path: str
+
+
+def resolve_train_data(job: TrainingJob) -> str:
+    """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
+    if job.job.train_data:
+        path = Path(job.job.train_data)
+        if not path.exists() and not path.with_name(path.name + ".en").exists():
+            raise JobError(f"job.train_data: {path} not found")
+        return str(path)
+    from mtcore.cleaning import clean_dataset
+
+    result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean")
+    return str(result.output / "kept")
+
+
+def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, str]]:
+    from mtcore.corpus import read_corpus
+    from mtcore.training import oriented_pairs
+
+    table = read_corpus(path)
+    if limit:
+        table = table.slice(0, limit)
+    return oriented_pairs(table, job.run.model)
+
+
+def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
+    """Train the joint SentencePiece model once per (corpus, size); later runs reuse it."""
+    from mtcore.corpus import read_corpus
+    from mtcore.tokenizer import train_tokenizer
+    from mtcore.tracking import data_version
+
+    key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}"
+    path = RUNS_DIR / "tokenizers" / key / "spm.model"
+    if not path.is_file():
+        table = read_corpus(train_data)
+        if job.job.train_limit:
+            table = table.slice(0, job.job.train_limit)
+        texts = table.column("src").to_pylist() + table.column("tgt").to_pylist()
+        train_tokenizer(texts, path, vocab_size=job.job.vocab_size)
+    return path
+
+
+def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str) -> tuple[str, str]:
+    """(tracking URI, run id): the existing run of that name is continued, so a resumed job logs to one run."""
+    from mtcore import tracking
+
+    mlflow = tracking.setup(job.job.experiment)
+    client = mlflow.MlflowClient()
+    experiment = mlflow.get_experiment_by_name(job.job.experiment)
+    found = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.mlflow.runName = '{run_name}'", max_results=1
+    )
+    tags = tracking.standard_tags("experiments/train_transformer.py", train_data) | {
+        "mtcore.fingerprint": job.fingerprint()
+    }
+    if found:
+        run_id = found[0].info.run_id
+        client.update_run(run_id, status="RUNNING")
+    else:
+        run = client.create_run(experiment.experiment_id, run_name=run_name, tags=tags)
+        run_id = run.info.run_id
+        for key, value in tracking.flatten(job.to_dict()).items():
+            client.log_param(run_id, key, value)
+    return mlflow.get_tracking_uri(), run_id
+
+
+def prepare_inputs(job: TrainingJob) -> PreparedInputs:
+    for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
+        if not Path(path).exists():
+            raise JobError(f"{label}: {path} not found")
+    train_data = resolve_train_data(job)
+    spm = tokenizer_for(train_data, job)
+    run_name = job.run_name()
+    storage = RUNS_DIR / "ray_train"
+    _check_same_settings(storage / run_name, job)
+    uri, run_id = open_mlflow_run(job, run_name, train_data)
+    return PreparedInputs(train_data, job.job.dev_data, job.job.test_data, str(spm), uri, run_id, run_name, str(storage))
+
+
+def _check_same_settings(run_dir: Path, job: TrainingJob) -> None:
+    """Resuming a run name with other settings would silently mix two experiments: refuse."""
+    marker = run_dir / "mtcore-fingerprint.json"
+    if marker.is_file():
+        old = json.loads(marker.read_text())["fingerprint"]
+        if old != job.fingerprint():
+            raise JobError(
+                f"run '{run_dir.name}' exists with other settings (fingerprint {old} != {job.fingerprint()}); "
+                f"pick another job.run_name or delete {run_dir}"
+            )
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"fingerprint": job.fingerprint(), "config": job.to_dict()}, indent=2))
+
+
+# --------------------------------------------------------------------------- worker
+
+
+class _RankZeroLogger:
+    """MLflow logging from rank 0 only; a tracking failure warns once and never stops training."""
+
+    def __init__(self, tracking_uri: str, run_id: str, enabled: bool):
+        self.run_id, self.client, self.failed = run_id, None, False
+        if enabled:
+            import mlflow
+
+            self.client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if self.client is None or self.failed:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        try:
+            batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if k not in ("step", "epoch")]
+            self.client.log_batch(self.run_id, metrics=batch)
+        except Exception as err:  # noqa: BLE001 - tracking must never kill a training run
+            log.warning("MLflow logging failed, continuing without it: %s", err)
+            self.failed = True
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """The per-worker function Ray Train runs on every rank."""
+    import ray.train
+    import ray.train.torch
+
+    from mtcore.checkpoint import load_train_state, save_checkpoint
+    from mtcore.config import RunConfig
+    from mtcore.tokenizer import Tokenizer
+    from mtcore.training import fit
+
+    job = TrainingJob.from_dict(config["job_config"])
+    inputs = PreparedInputs(**config["inputs"])
+    run_cfg: RunConfig = job.run
+    rank = ray.train.get_context().get_world_rank()
+    device = ray.train.torch.get_device()
+    tokenizer = Tokenizer(inputs.spm_model)
+    train_pairs = load_pairs(inputs.train_data, job, job.job.train_limit)
+    dev_pairs = load_pairs(inputs.dev_data, job)
+    mlflow_log = _RankZeroLogger(inputs.tracking_uri, inputs.mlflow_run_id, enabled=rank == 0)
+
+    state = None
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            state = load_train_state(directory)
+
+    def on_step(metrics: dict[str, float]) -> None:
+        _maybe_inject_failure(job, rank, int(metrics["step"]), inputs)
+        mlflow_log.log(metrics, int(metrics["step"]))
+        ray.train.report(metrics)
+
+    def on_validation(metrics: dict[str, float], ts) -> None:
+        mlflow_log.log(metrics, int(metrics["step"]))
+        if rank != 0:
+            ray.train.report(metrics)
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = save_checkpoint(
+                Path(tmp) / "checkpoint", ts.model, tokenizer, train_cfg=run_cfg.train,
+                train_state=ts.to_dict(include_model=False), step=ts.step, metrics=metrics,
+            )
+            extras = ts.last_validation
+            (directory / "validation.json").write_text(json.dumps(extras, ensure_ascii=False, indent=2))
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
+
+    fit(
+        run_cfg.train, run_cfg.model, train_pairs, dev_pairs, tokenizer,
+        device=device, on_step=on_step, on_validation=on_validation, state=state,
+    )
+
+
+def _maybe_inject_failure(job: TrainingJob, rank: int, step: int, inputs: PreparedInputs) -> None:
+    """Kill this worker once (a marker file makes it once per run) to exercise recovery."""
+    if not job.job.fail_at_step or rank != job.job.fail_rank or step < job.job.fail_at_step:
+        return
+    marker = Path(inputs.storage_path) / inputs.run_name / "injected-failure"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(step))
+        raise RuntimeError(f"injected failure on rank {rank} at step {step} (job.fail_at_step)")
+
+
+# --------------------------------------------------------------------------- driver: scaling and fit
+
+
+def scaling_for(job: TrainingJob) -> tuple[int, bool]:
+    """(workers, use_gpu): every GPU if there are any, else 2 CPU workers; never more workers than CPUs."""
+    from mtcore.cluster import available_cpus, available_gpus
+
+    gpus, cpus = available_gpus(), available_cpus()
+    use_gpu = {"yes": True, "no": False}.get(job.job.use_gpu, gpus > 0)
+    if use_gpu and gpus == 0:
+        raise JobError("job.use_gpu=yes but the Ray cluster has no GPUs")
+    limit = gpus if use_gpu else cpus
+    workers = job.job.workers or (gpus if use_gpu else min(2, cpus))
+    if workers > limit:
+        raise JobError(f"job.workers={workers} but the cluster has only {limit} {'GPUs' if use_gpu else 'CPUs'}")
+    return workers, use_gpu
+
+
+def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu: bool):
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    return TorchTrainer(
+        train_worker,
+        train_loop_config={"job_config": job.to_dict(), "inputs": inputs.__dict__},
+        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu, resources_per_worker={"CPU": 1}),
+        run_config=RunConfig(
+            name=inputs.run_name,
+            storage_path=inputs.storage_path,
+            failure_config=FailureConfig(max_failures=job.job.max_failures),
+            # The best by dev BLEU and (always) the latest are kept.
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=2, checkpoint_score_attribute="dev/bleu", checkpoint_score_order="max"
+            ),
+        ),
+    )
+
+
+@dataclass
+class TrainingOutcome:
+    run_name: str
+    mlflow_run_id: str
+    best_checkpoint: Path
+    best_dev_bleu: float
+    test: dict[str, Any]
+    steps: int
+    workers: int
+    use_gpu: bool
+    elapsed_s: float
+
+
+def run_training(job: TrainingJob) -> TrainingOutcome:
+    """Prepare inputs, fit on Ray Train, evaluate the best checkpoint on test and log it all."""
+    from mtcore.cluster import init_ray
+    from mtcore.artifacts import finish_run
+
+    t0 = time.perf_counter()
+    init_ray()
+    workers, use_gpu = scaling_for(job)
+    inputs = prepare_inputs(job)
+    result = make_trainer(job, inputs, workers, use_gpu).fit()
+    if result.error is not None:
+        _mark_failed(inputs)
+        raise JobError(f"training run '{inputs.run_name}' failed: {result.error}") from result.error
+    best_ckpt, best_metrics = max(result.best_checkpoints or [], key=lambda cm: cm[1].get("dev/bleu", -1.0), default=(result.checkpoint, result.metrics))
+    if best_ckpt is None:
+        raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
+    best_dir = Path(best_ckpt.path)
+    test = finish_run(job, inputs, best_dir, use_gpu)
+    return TrainingOutcome(
+        inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
+        test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
+    )
+
+
+def _mark_failed(inputs: PreparedInputs) -> None:
+    import mlflow
+
+    try:
+        mlflow.MlflowClient(tracking_uri=inputs.tracking_uri).set_terminated(inputs.mlflow_run_id, status="FAILED")
+    except Exception as err:  # noqa: BLE001
+        log.warning("could not mark the MLflow run failed: %s", err)
+
+
+def parse_overrides(items: list[str]) -> list[str]:
+    bad = [i for i in items if "=" not in i]
+    if bad:
+        raise ConfigError(f"overrides must look like section.key=value, got {bad}")
+    return list(items)
+

@@ -1,0 +1,66 @@
+"""Drop misaligned pairs by bilingual sentence-embedding similarity, on Ray Data.
+
+    python pipelines/align_filter.py                        # runs/clean/kept (else the raw corpus) → runs/align
+    python pipelines/align_filter.py --input runs/clean/kept --output runs/align-m --score margin --threshold auto
+    python pipelines/align_filter.py --encoder sentence-transformers/LaBSE ...   # if available offline
+
+Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin, with scores),
+DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
+`--threshold auto` calibrates on the corpus itself against deliberately misaligned
+pairs and reports the threshold it chose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus
+from mtcore.corpus import CorpusError
+from mtcore.embedding import EncoderError
+from mtcore.ledger import StageReport
+from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.alignment.scoring import SCORES
+
+
+def _default_input() -> str:
+    cleaned = RUNS_DIR / "clean" / "kept"
+    return str(cleaned if cleaned.is_dir() else RAW_PARALLEL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = FilterConfig()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", default=_default_input(), help="corpus: a stage's kept/ dir, Parquet, TSV, .po/.mo, PREFIX (default: %(default)s)")
+    ap.add_argument("--output", default=str(RUNS_DIR / "align"), help="output directory (default: %(default)s)")
+    ap.add_argument("--encoder", default=d.encoder, help="'builtin', an encoder DIR, or a sentence-transformers name/path (default: %(default)s)")
+    ap.add_argument("--score", default=d.score, choices=SCORES)
+    ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
+    ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
+    ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
+    ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
+    ap.add_argument("--no-mlflow", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k)
+        result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
+    except (CorpusError, EncoderError, FilterError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    r = result.report
+    if result.skipped:
+        print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")
+    print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
+    cal = r.get("calibration", {})
+    print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')}); "
+          f"misaligned pairs below it: {cal.get('misaligned_below_threshold')}")
+    if r.get("timing"):
+        print(f"speed: {r['timing'].get('pairs_per_second')} pairs/s (encode {r['timing']['encode_seconds']} s)")
+    out = Path(result.output)
+    print(f"kept → {out / 'kept'}   rejects → {out / 'rejects'}   report → {out / 'report.json'}   histogram → {out / 'histogram.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Document alignment: the DP recovers planted alignments (1-2, 2-1, deletions, insertions) from hand-made embeddings."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from mtcore.alignment.documents import (
+    Block,
+    DocAlignConfig,
+    align_documents,
+    alignment_types,
+    read_document,
+    split_sentences,
+    strict_f1,
+    write_alignment,
+)
+
+
+class AtomEncoder:
+    """Texts are '+'-joined atoms ('3', '8a+8b'); a text's vector is the normalised sum of its atoms'.
+
+    Atoms share a common direction (random pairs have cosine ≈ 0.3, as real sentence
+    embeddings do) and every text gets its own noise (translations have cosine ≈ 0.9).
+    """
+
+    dim = 64
+
+    def __init__(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.common = rng.normal(size=self.dim)
+        self.common /= np.linalg.norm(self.common)
+
+    def _atom(self, atom: str) -> np.ndarray:
+        g = np.random.default_rng(zlib.crc32(atom.encode())).normal(size=self.dim)
+        v = g / np.linalg.norm(g) + 0.6 * self.common
+        return v / np.linalg.norm(v)
+
+    def encode(self, texts, batch_size: int = 0) -> np.ndarray:
+        out = []
+        for t in texts:
+            atoms = t.replace(" ", "+").split("+")
+            v = sum(self._atom(a) for a in atoms if a)
+            noise = np.random.default_rng(zlib.crc32(t.encode()) + 1).normal(size=self.dim)
+            v = v / np.linalg.norm(v) + 0.25 * noise / np.linalg.norm(noise)
+            out.append(v / np.linalg.norm(v))
+        return np.array(out, dtype=np.float32)
+
+
+def planted(n: int = 40):
+    """Source atoms 0..n-1 with a 2-1 merge, a 1-2 split, a deletion and an insertion at known places."""
+    src, tgt, gold = [], [], []
+    i = 0
+    while i < n:
+        s, t = len(src), len(tgt)
+        if i % 10 == 2:  # 2-1: two source sentences translated as one
+            src += [f"{i}", f"{i + 1}"]
+            tgt.append(f"{i}+{i + 1}")
+            gold.append(Block((s, s + 1), (t,), 0.0))
+            i += 2
+        elif i % 10 == 5:  # 1-2: one source sentence translated as two
+            src.append(f"{i}a+{i}b")
+            tgt += [f"{i}a", f"{i}b"]
+            gold.append(Block((s,), (t, t + 1), 0.0))
+            i += 1
+        elif i % 10 == 7:  # 1-0: untranslated source sentence
+            src.append(f"{i}")
+            gold.append(Block((s,), (), 0.0))
+            i += 1
+        elif i % 10 == 8:  # 0-1 then 1-1: the translator added a sentence
+            tgt.append(f"x{i}")
+            gold.append(Block((), (t,), 0.0))
+            src.append(f"{i}")
+            tgt.append(f"{i}")
+            gold.append(Block((s,), (t + 1,), 0.0))
+            i += 1
+        else:
+            src.append(f"{i}")
+            tgt.append(f"{i}")
+            gold.append(Block((s,), (t,), 0.0))
+            i += 1
+    return src, tgt, gold
+
+
+def _keys(blocks):
+    return [(b.src, b.tgt) for b in blocks]
+
+
+def test_alignment_types():
+    assert alignment_types(4) == [(1, 0), (0, 1), (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]
+
+
+def test_dense_dp_recovers_planted_alignment():
+    src, tgt, gold = planted(40)
+    blocks = align_documents(src, tgt, AtomEncoder())
+    assert _keys(blocks) == _keys(gold)
+
+
+def test_coarse_to_fine_matches_dense():
+    src, tgt, gold = planted(300)
+    enc = AtomEncoder()
+    dense = align_documents(src, tgt, enc, DocAlignConfig(dense_cells=10**9))
+    banded = align_documents(src, tgt, enc, DocAlignConfig(dense_cells=2_000, band=6))
+    assert strict_f1(dense, gold, include_deletions=True)["f1"] == pytest.approx(1.0)
+    assert _keys(banded) == _keys(dense)
+
+
+def test_blocks_cover_every_sentence_once():
+    src, tgt, _ = planted(60)
+    blocks = align_documents(src, tgt[5:], AtomEncoder())  # a target that starts late: leading deletions
+    assert [i for b in blocks for i in b.src] == list(range(len(src)))
+    assert [j for b in blocks for j in b.tgt] == list(range(len(tgt) - 5))
+
+
+def test_empty_side():
+    blocks = align_documents(["0", "1"], [], AtomEncoder())
+    assert _keys(blocks) == [((0,), ()), ((1,), ())]
+
+
+@pytest.mark.parametrize(
+    "paragraph, expected",
+    [
+        ("Debian is great. It is free!", ["Debian is great.", "It is free!"]),
+        ("Use tools, e.g. dpkg. Then upload.", ["Use tools, e.g. dpkg.", "Then upload."]),
+        ("Gói này tốt. Bạn nên dùng nó.", ["Gói này tốt.", "Bạn nên dùng nó."]),
+        ("version 1.2.3 is out. ok", ["version 1.2.3 is out. ok"]),
+    ],
+)
+def test_split_sentences(paragraph, expected):
+    assert split_sentences(paragraph) == expected
+
+
+def test_read_document_unwraps_paragraphs_and_bullets(tmp_path):
+    path = tmp_path / "doc.en.txt"
+    path.write_text("Chapter 1\n\n  This is a wrapped\n  sentence. And another.\n\n  * a bullet\n    item\n  * next\n")
+    assert read_document(path) == ["Chapter 1", "This is a wrapped sentence.", "And another.", "* a bullet item", "* next"]
+    lines = tmp_path / "lines.txt"
+    lines.write_text("one.\ntwo.\nthree.\n")
+    assert read_document(lines) == ["one.", "two.", "three."]
+
+
+def test_write_alignment_formats(tmp_path):
+    blocks = [Block((0,), (0, 1), 0.1), Block((1,), (), 0.3)]
+    tsv = write_alignment(blocks, ["a", "b"], ["x", "y"], tmp_path / "out.tsv").read_text().splitlines()
+    assert tsv[0].split("\t")[:3] == ["[0]", "[0, 1]", "0.1000"]
+    jl = write_alignment(blocks, ["a", "b"], ["x", "y"], tmp_path / "out.jsonl").read_text().splitlines()
+    assert '"tgt_text": "x y"' in jl[0]
+
+
+def test_strict_f1():
+    gold = [Block((0,), (0,), 0), Block((1, 2), (1,), 0)]
+    pred = [Block((0,), (0,), 0), Block((1,), (1,), 0), Block((2,), (), 0)]
+    assert strict_f1(pred, gold) == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
