@@ -427,8 +427,9 @@ def read_local_catalogs(skip_packages: set[str]) -> tuple[list[pa.Table], dict[s
             table = catalog_table(path, origin)
         except CatalogError:
             continue
-        tables.append(table)
-        counts[origin] = table.num_rows
+        if table.num_rows:  # header-only catalogs hold no pair
+            tables.append(table)
+            counts[origin] = table.num_rows
     return tables, counts
 
 

@@ -329,7 +329,8 @@ def fit(
             on_validation(dict(last_metrics), ts)
         return bool(train_cfg.patience) and ts.bad_validations >= train_cfg.patience
 
-    stop_reason = ""
+    # A resumed run may already be at its step limit: train no further step.
+    stop_reason = "max_steps" if train_cfg.max_steps and ts.step >= train_cfg.max_steps else ""
     while not stop_reason:
         if ts.epoch >= train_cfg.max_epochs:
             stop_reason = "max_epochs"

@@ -29,13 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", default="builtin", help="'builtin', an encoder DIR, or a sentence-transformers name/path")
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
-    ap.add_argument("--del-quantile", type=float, default=d.del_quantile, help="deletion penalty as a quantile of random 1-1 costs")
+    ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
     args = ap.parse_args(argv)
     try:
         src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
         encoder = load_encoder(args.encoder)
         t0 = time.perf_counter()
-        blocks = align_documents(src, tgt, encoder, DocAlignConfig(max_size=args.max_size, del_quantile=args.del_quantile))
+        blocks = align_documents(src, tgt, encoder, DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor))
         seconds = time.perf_counter() - t0
     except (CorpusError, EncoderError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

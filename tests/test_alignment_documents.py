@@ -23,7 +23,8 @@ class AtomEncoder:
     """Texts are '+'-joined atoms ('3', '8a+8b'); a text's vector is the normalised sum of its atoms'.
 
     Atoms share a common direction (random pairs have cosine ≈ 0.3, as real sentence
-    embeddings do) and every text gets its own noise (translations have cosine ≈ 0.9).
+    embeddings do) and every text gets its own noise; target texts carry a '~' so that
+    a translation is never the very same vector (translations have cosine ≈ 0.9).
     """
 
     dim = 64
@@ -41,7 +42,7 @@ class AtomEncoder:
     def encode(self, texts, batch_size: int = 0) -> np.ndarray:
         out = []
         for t in texts:
-            atoms = t.replace(" ", "+").split("+")
+            atoms = t.replace("~", "").replace(" ", "+").split("+")
             v = sum(self._atom(a) for a in atoms if a)
             noise = np.random.default_rng(zlib.crc32(t.encode()) + 1).normal(size=self.dim)
             v = v / np.linalg.norm(v) + 0.25 * noise / np.linalg.norm(noise)
@@ -57,28 +58,29 @@ def planted(n: int = 40):
         s, t = len(src), len(tgt)
         if i % 10 == 2:  # 2-1: two source sentences translated as one
             src += [f"{i}", f"{i + 1}"]
-            tgt.append(f"{i}+{i + 1}")
+            tgt.append(f"~{i}+{i + 1}")
             gold.append(Block((s, s + 1), (t,), 0.0))
             i += 2
         elif i % 10 == 5:  # 1-2: one source sentence translated as two
             src.append(f"{i}a+{i}b")
-            tgt += [f"{i}a", f"{i}b"]
+            tgt += [f"~{i}a", f"~{i}b"]
             gold.append(Block((s,), (t, t + 1), 0.0))
             i += 1
         elif i % 10 == 7:  # 1-0: untranslated source sentence
             src.append(f"{i}")
             gold.append(Block((s,), (), 0.0))
             i += 1
-        elif i % 10 == 8:  # 0-1 then 1-1: the translator added a sentence
-            tgt.append(f"x{i}")
+        elif i % 10 == 0 and i:  # 0-1 then 1-1: the translator added a sentence (not next to a deletion,
+            # where a deletion + insertion and a bad 1-1 are the same thing to any DP)
+            tgt.append(f"~x{i}")
             gold.append(Block((), (t,), 0.0))
             src.append(f"{i}")
-            tgt.append(f"{i}")
+            tgt.append(f"~{i}")
             gold.append(Block((s,), (t + 1,), 0.0))
             i += 1
         else:
             src.append(f"{i}")
-            tgt.append(f"{i}")
+            tgt.append(f"~{i}")
             gold.append(Block((s,), (t,), 0.0))
             i += 1
     return src, tgt, gold

@@ -8,12 +8,13 @@ Three steps, the same with or without Ray:
 2. `decide_duplicates` (global): among the rows no rule rejected, keep the
    first by `id` of every exact key, then of every normalised key. It needs
    only four small columns of the whole corpus, so it runs on the driver.
-3. `finalize_batch` (row-wise): mark the duplicates, then split into kept rows
-   (the input's columns, normalised text) and rejects (`REJECT_SCHEMA`).
+3. `finalize_kept`/`finalize_rejects` (row-wise): mark the duplicates, then split
+   into kept rows (the input's columns, normalised text) and rejects (`REJECT_SCHEMA`).
 
-`clean_table` runs them in process; `clean_dataset` runs steps 1 and 3 as Ray
-Data `map_batches` tasks over Parquet blocks (one task per CPU at a time) with
-step 1's output spilled to `OUTPUT/_scored/`. Both give the same rows.
+`clean_table` runs them in process. `clean_dataset` runs step 1 — all the
+rules — as Ray Data `map_batches` tasks over Parquet blocks (one task per CPU
+at a time), spilling its output to `OUTPUT/_scored/`; steps 2 and 3 stream that
+on the driver (a few small columns, then Arrow I/O). Both give the same rows.
 """
 
 from __future__ import annotations
@@ -201,6 +202,25 @@ def clean_table(table: pa.Table, cfg: CleaningConfig | None = None, batch_size: 
     return kept, rejects, report
 
 
+def split_scored(scored_dir: Path, output: Path, dups: DuplicateDecision, batch_rows: int = 65_536) -> None:
+    """Stream the scored rows into OUTPUT/kept/ and OUTPUT/rejects/ (Arrow I/O, one pass, bounded memory).
+
+    The expensive, row-wise work ran on Ray Data; this step only filters columns it
+    already has, and as a Ray Data job it cost more in scheduling than in work.
+    """
+    source = pads.dataset(str(scored_dir), format="parquet")
+    kept_schema = pa.schema([f for f in source.schema if f.name not in INTERNAL])
+    (output / "kept").mkdir(parents=True, exist_ok=True)
+    (output / "rejects").mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(output / "kept" / "part-0.parquet", kept_schema, compression="zstd") as kw, pq.ParquetWriter(
+        output / "rejects" / "part-0.parquet", REJECT_SCHEMA, compression="zstd"
+    ) as rw:
+        for batch in source.to_batches(batch_size=batch_rows):
+            table = pa.Table.from_batches([batch])
+            kw.write_table(finalize_kept(table, dups).cast(kept_schema))
+            rw.write_table(finalize_rejects(table, dups))
+
+
 # --------------------------------------------------------------------------- with Ray Data
 
 
@@ -213,13 +233,6 @@ class CleanResult:
 
 def outputs_exist(output: Path) -> bool:
     return (output / "report.json").is_file() and (output / "kept").is_dir() and (output / "rejects").is_dir()
-
-
-def _ensure_parquet_dir(path: Path, schema: pa.Schema) -> None:
-    """Ray writes no file for an empty dataset; readers still expect a Parquet directory."""
-    path.mkdir(parents=True, exist_ok=True)
-    if not any(path.glob("*.parquet")):
-        pq.write_table(schema.empty_table(), path / "empty.parquet")
 
 
 def clean_dataset(
@@ -274,14 +287,7 @@ def clean_dataset(
     )
     meta = pq.read_table(scored_dir, columns=META_COLUMNS)
     dups = decide_duplicates(meta, cfg)
-    scored = ray.data.read_parquet(str(scored_dir), override_num_blocks=blocks)
-    kw = {"batch_format": "pyarrow", "batch_size": None, "fn_kwargs": {"dups": dups}}
-    scored.map_batches(finalize_kept, **kw).write_parquet(str(output / "kept"))
-    scored.map_batches(finalize_rejects, **kw).write_parquet(str(output / "rejects"))
-    kept_schema = pq.read_schema(next(iter(sorted(scored_dir.glob("*.parquet")))))
-    kept_schema = pa.schema([f for f in kept_schema if f.name not in INTERNAL])
-    _ensure_parquet_dir(output / "kept", kept_schema)
-    _ensure_parquet_dir(output / "rejects", REJECT_SCHEMA)
+    split_scored(scored_dir, output, dups)
     shutil.rmtree(scored_dir)
 
     report = make_report(meta, dups, cfg, blocks=blocks, cpus=cpus)

@@ -4,12 +4,14 @@ A dual encoder in the manner of LaBSE (Feng et al. 2022) and Yang et al. 2019
 ("Improving Multilingual Sentence Embedding using Bi-directional Dual Encoder with
 Additive Margin Softmax"), shrunk to run on a CPU in minutes:
 
-    tokens → shared embedding + learned positions → `layers` pre-norm Transformer
-    encoder layers → mean over non-pad tokens → linear projection → L2 normalise
+    tokens → shared embedding (+ learned positions → `layers` pre-norm Transformer
+    encoder layers) → mean over non-pad tokens → LayerNorm → MLP → L2 normalise
 
 Deviations from the papers: a joint SentencePiece vocabulary of a few thousand
 pieces instead of 500k, 1–2 layers instead of 12, mean pooling instead of [CLS]
-(more stable for tiny models). `layers=0` gives a pure pooled-embedding encoder.
+(more stable for tiny models). The default, `layers=0`, is a pure pooled-embedding
+encoder (a bag of SentencePiece pieces + MLP): on the embedded corpus it reaches
+the retrieval goal at a fraction of the CPU time of one attention layer.
 
 On disk an encoder is a directory: `config.json`, `model.pt` (a state dict, loaded
 with `weights_only=True`), `spm.model` (the SentencePiece model) and optionally
@@ -80,13 +82,14 @@ class DualEncoder(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         mask = ids != PAD_ID  # (B, T)
-        positions = torch.arange(ids.size(1), device=ids.device)
-        h = self.drop(self.embed(ids) + self.pos(positions))  # (B, T, d_model)
+        m = mask.unsqueeze(-1).float()  # (B, T, 1)
+        h = self.embed(ids)  # (B, T, d_model)
         if self.layers is not None:
-            h = self.layers(h, src_key_padding_mask=~mask)  # (B, T, d_model)
-        h = self.norm(h)
-        m = mask.unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)  # (B, d_model)
+            positions = torch.arange(ids.size(1), device=ids.device)
+            h = self.layers(self.drop(h + self.pos(positions)), src_key_padding_mask=~mask)  # (B, T, d_model)
+            pooled = self.norm((h * m).sum(1) / m.sum(1).clamp(min=1.0))  # (B, d_model)
+        else:  # bag of pieces: pool first, so that dropout and norm act on (B, d_model) only
+            pooled = self.norm(self.drop((h * m).sum(1) / m.sum(1).clamp(min=1.0)))  # (B, d_model)
         return nn.functional.normalize(self.proj(pooled), dim=-1)  # (B, dim)
 
 

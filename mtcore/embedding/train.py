@@ -62,7 +62,7 @@ class EncoderTrainConfig:
     scale: float = 20.0  # softmax temperature⁻¹ for cosine logits
     group_size: int = 32  # rows of neighbouring messages kept together in a batch (hard negatives)
     heldout: int = 1000  # pairs held out for retrieval P@1
-    max_pairs: int = 200_000  # cap on training pairs (CPU minutes)
+    max_pairs: int = 120_000  # cap on training pairs (CPU minutes)
     seed: int = 0
     num_workers: int = 1
     use_gpu: bool = False

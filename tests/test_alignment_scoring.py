@@ -1,0 +1,73 @@
+"""Cosine, ratio margin, Vecalign's normalised cost and the auto threshold, on hand-computed tiny cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mtcore.alignment.filter import auto_threshold, misaligned_partners
+from mtcore.alignment.scoring import (
+    cosine,
+    knn_mean_similarity,
+    l2_normalize,
+    margin_scores,
+    normalized_cost,
+    ratio_margin,
+    sample_normalizer,
+)
+
+X = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+Y = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+
+
+def test_cosine_rowwise():
+    assert cosine(X, Y) == pytest.approx([1.0, 0.8])
+    assert cosine(l2_normalize([[3.0, 4.0]]), l2_normalize([[6.0, 8.0]])) == pytest.approx([1.0])
+
+
+@pytest.mark.parametrize(
+    "k, x_knn, y_knn, margin",
+    [
+        # k=1: each sentence's best neighbour is its own partner → margin 1
+        (1, [1.0, 0.8], [1.0, 0.8], [1.0, 1.0]),
+        # k=2: x0 → (1 + .6)/2, x1 → (0 + .8)/2; y0 → (1 + 0)/2, y1 → (.6 + .8)/2
+        (2, [0.8, 0.4], [0.5, 0.7], [1.0 / 0.65, 0.8 / 0.55]),
+        # k larger than the candidates is clipped
+        (5, [0.8, 0.4], [0.5, 0.7], [1.0 / 0.65, 0.8 / 0.55]),
+    ],
+)
+def test_margin_by_hand(k, x_knn, y_knn, margin):
+    m, xk, yk = margin_scores(X, Y, k)
+    assert xk == pytest.approx(x_knn)
+    assert yk == pytest.approx(y_knn)
+    assert m == pytest.approx(margin)
+
+
+def test_knn_chunks_do_not_change_the_result():
+    rng = np.random.default_rng(0)
+    q, keys = l2_normalize(rng.normal(size=(50, 8))), l2_normalize(rng.normal(size=(30, 8)))
+    assert knn_mean_similarity(q, keys, 3, chunk=7) == pytest.approx(knn_mean_similarity(q, keys, 3, chunk=4096))
+
+
+def test_ratio_margin_formula():
+    assert ratio_margin([0.9], [0.5], [0.7]) == pytest.approx([0.9 / 0.6])
+
+
+def test_vecalign_normalised_cost():
+    # (1 − 0.5) · 2 · 1 / (0.4 + 0.6)
+    assert normalized_cost([0.5], np.array([0.4]), np.array([0.6]), 2, 1) == pytest.approx([1.0])
+    # mean over samples of (1 − cos): (1 − 1) and (1 − 0)
+    assert sample_normalizer(np.array([[1.0, 0.0]]), X) == pytest.approx([0.5])
+
+
+def test_auto_threshold_separates():
+    real = np.array([0.8, 0.9, 0.85, 0.2])
+    mis = np.array([0.1, 0.15, 0.3, 0.25])
+    assert auto_threshold(real, mis) == pytest.approx(0.55)
+
+
+def test_misaligned_partners_stay_in_origin_and_move():
+    origins = ["a"] * 5 + ["b"] * 3 + ["c"]
+    p = misaligned_partners(origins, len(origins), seed=1)
+    assert all(p[i] != i for i in range(len(p)))
+    assert all(origins[p[i]] == origins[i] for i in range(8))
