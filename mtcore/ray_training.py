@@ -95,8 +95,9 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     return path
 
 
-def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str) -> tuple[str, str]:
-    """(tracking URI, run id): the existing run of that name is continued, so a resumed job logs to one run."""
+def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None) -> tuple[str, str]:
+    """(tracking URI, run id): the existing run of that name is continued, so a resumed job logs to one run.
+    With `parent_run_id` (a Tune search), the run is that run's child."""
     from mtcore import tracking
 
     mlflow = tracking.setup(job.job.experiment)
@@ -108,6 +109,8 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str) -> tuple[s
     tags = tracking.standard_tags("experiments/train_transformer.py", train_data) | {
         "mtcore.fingerprint": job.fingerprint()
     }
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
     if found:
         run_id = found[0].info.run_id
         client.update_run(run_id, status="RUNNING")
@@ -119,7 +122,7 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str) -> tuple[s
     return mlflow.get_tracking_uri(), run_id
 
 
-def prepare_inputs(job: TrainingJob) -> PreparedInputs:
+def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
         if not Path(path).exists():
             raise JobError(f"{label}: {path} not found")
@@ -128,7 +131,7 @@ def prepare_inputs(job: TrainingJob) -> PreparedInputs:
     run_name = job.run_name()
     storage = RUNS_DIR / "ray_train"
     _check_same_settings(storage / run_name, job)
-    uri, run_id = open_mlflow_run(job, run_name, train_data)
+    uri, run_id = open_mlflow_run(job, run_name, train_data, parent_run_id)
     return PreparedInputs(train_data, job.job.dev_data, job.job.test_data, str(spm), uri, run_id, run_name, str(storage))
 
 
@@ -254,7 +257,7 @@ def scaling_for(job: TrainingJob) -> tuple[int, bool]:
     return workers, use_gpu
 
 
-def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu: bool):
+def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu: bool, callbacks: list | None = None):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -267,6 +270,7 @@ def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu
             name=inputs.run_name,
             storage_path=inputs.storage_path,
             failure_config=FailureConfig(max_failures=job.job.max_failures),
+            callbacks=callbacks or None,  # e.g. Tune's report callback, so rank-0 metrics reach the trial
             # The best by dev BLEU and (always) the latest are kept.
             checkpoint_config=CheckpointConfig(
                 num_to_keep=2, checkpoint_score_attribute="dev/bleu", checkpoint_score_order="max"
@@ -288,16 +292,19 @@ class TrainingOutcome:
     elapsed_s: float
 
 
-def run_training(job: TrainingJob) -> TrainingOutcome:
-    """Prepare inputs, fit on Ray Train, evaluate the best checkpoint on test and log it all."""
+def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callbacks: list | None = None) -> TrainingOutcome:
+    """Prepare inputs, fit on Ray Train, evaluate the best checkpoint on test and log it all.
+
+    `parent_run_id` and `callbacks` serve a Tune search: each trial is a child MLflow
+    run, and the callbacks forward the workers' reports to the trial."""
     from mtcore.cluster import init_ray
     from mtcore.artifacts import finish_run
 
     t0 = time.perf_counter()
     init_ray()
     workers, use_gpu = scaling_for(job)
-    inputs = prepare_inputs(job)
-    result = make_trainer(job, inputs, workers, use_gpu).fit()
+    inputs = prepare_inputs(job, parent_run_id)
+    result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
     if result.error is not None:
         _mark_failed(inputs)
         raise JobError(f"training run '{inputs.run_name}' failed: {result.error}") from result.error
