@@ -69,6 +69,8 @@ CASES = [
     (LanguageID(), "Quit", "Thoát", True),  # too short to judge
     (LanguageID(), "San Salvador", "San Salvador", True),  # identical names are Untranslated's call
     (LanguageID(), "Usage: git commit [options]", "Cách dùng: git commit [các-tùy-chọn]", True),
+    (LanguageID(), "Record a video", "Quay phim", True),  # short Vietnamese without diacritics
+    (LanguageID(), "%(father_name)s and %(mother_name)s", "%(father_name)s và %(mother_name)s", True),
     (Placeholders(), "Cannot open %s: %s", "Không thể mở %s: %s", True),
     (Placeholders(), "Copied %1$s to %2$s", "Đã chép %2$s từ %1$s", True),
     (Placeholders(), "Cannot open %s", "Không thể mở", False),

@@ -62,6 +62,8 @@ FOREIGN_LETTERS = "äëïöüÿßñçœæåøîûłśźżńćęąčřšžěůť�
 FOREIGN_LETTERS += FOREIGN_LETTERS.upper().replace("SS", "")
 
 _WORD = r"[\pL\pM]+"
+# Placeholders in RE2 (a vectorised approximation of mtcore.placeholders, for removing them before counting words).
+PLACEHOLDER_RE2 = r"%(?:\d+\$|\([A-Za-z_][A-Za-z0-9_]*\))?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn]|\{[^{}\s]*\}|</?[A-Za-z][^<>]*>|&[A-Za-z#][A-Za-z0-9]*;"
 _VI_WORD = rf"[\pL\pM]*[{VI_LETTERS}][\pL\pM]*"
 _VI_UNIQUE_WORD = rf"[\pL\pM]*[{VI_UNIQUE_LETTERS}][\pL\pM]*"
 _FOREIGN_WORD = rf"[\pL\pM]*[{FOREIGN_LETTERS}][\pL\pM]*"
@@ -360,8 +362,9 @@ class LanguageID(Rule):
     no Vietnamese-only letter is another language; the rest (the minority) goes
     to langid, which must say `vi` with probability ≥ `min_prob`, and at least
     `min_vi_share` of the words must carry a Vietnamese letter (Vietnamese
-    without diacritics is not accepted). Targets with fewer than `min_letters`
-    letters are not judged.
+    without diacritics is not accepted, except in targets of at most
+    `short_words` words: "Quay phim"). Targets with fewer than `min_letters`
+    letters are not judged; placeholders are removed before counting.
     Source: rejected when `vi_unique_share` of its words hold Vietnamese-only
     letters, or langid says `vi` (only run when a Vietnamese letter is present).
     """
@@ -371,12 +374,17 @@ class LanguageID(Rule):
     vi_unique_share: float = 0.1
     min_vi_share: float = 0.1
     min_prob: float = 0.5
+    short_words: int = 3
     reason: ClassVar[str] = "wrong_language"
     score_key: ClassVar[str] = "tgt_vi_share"
 
     def score(self, batch):
         src, tgt = col(batch, "src"), col(batch, "tgt")
         n = len(batch)
+        # An identical copy is the Untranslated rule's call (names such as "San Salvador" are kept there).
+        copy = np_(pc.fill_null(pc.equal(norm_key(src), norm_key(tgt)), False)).astype(bool)
+        # Placeholder names (%(father_name)s, {count}, <b>) are not words of either language.
+        src, tgt = (pc.replace_substring_regex(c, PLACEHOLDER_RE2, " ") for c in (src, tgt))
         tw = np.maximum(count(tgt, _WORD), 1)
         sw = np.maximum(count(src, _WORD), 1)
         t_letters = count(tgt, r"\pL")
@@ -385,8 +393,6 @@ class LanguageID(Rule):
         t_foreign = count(tgt, _FOREIGN_WORD) / tw
         s_vi = count(src, _VI_WORD) / sw
         s_uniq = count(src, _VI_UNIQUE_WORD) / sw
-        # An identical copy is the Untranslated rule's call (names such as "San Salvador" are kept there).
-        copy = np_(pc.fill_null(pc.equal(norm_key(src), norm_key(tgt)), False)).astype(bool)
         t_prob = np.full(n, np.nan)  # langid P(vi | target), where asked
         s_prob = np.full(n, np.nan)
         ident = language_identifier(tuple(self.languages))
@@ -404,6 +410,7 @@ class LanguageID(Rule):
             "tgt_vi_unique": t_uniq,
             "tgt_foreign": t_foreign,
             "tgt_letters": t_letters.astype(float),
+            "tgt_words": count(tgt, _WORD).astype(float),
             "tgt_p_vi": t_prob,
             "src_vi_unique": np.where(copy, 0.0, s_uniq),
             "src_p_vi": s_prob,
@@ -414,11 +421,9 @@ class LanguageID(Rule):
         judged = (scores["tgt_letters"] >= self.min_letters) & (scores["copy"] == 0)
         uniq, foreign = scores["tgt_vi_unique"], scores["tgt_foreign"]
         p = np.nan_to_num(scores["tgt_p_vi"], nan=0.0)
-        tgt_ok = (
-            ~judged
-            | (uniq >= self.vi_unique_share)
-            | (~((foreign > 0) & (uniq == 0)) & (p >= self.min_prob) & (scores["tgt_vi_share"] >= self.min_vi_share))
-        )
+        # Short Vietnamese can lack diacritics ("Quay phim", "Trang Web"): langid alone decides there.
+        enough_vi = (scores["tgt_vi_share"] >= self.min_vi_share) | (scores["tgt_words"] <= self.short_words)
+        tgt_ok = ~judged | (uniq >= self.vi_unique_share) | (~((foreign > 0) & (uniq == 0)) & (p >= self.min_prob) & enough_vi)
         sp = np.nan_to_num(scores["src_p_vi"], nan=0.0)
         src_ok = (scores["src_vi_unique"] < self.vi_unique_share) & (sp < self.min_prob)
         return tgt_ok & src_ok

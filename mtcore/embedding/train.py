@@ -266,7 +266,7 @@ def train_loop_per_worker(config: dict) -> None:
         device = ray.train.torch.get_device()
         model = DualEncoder(cfg.model)
         model = ray.train.torch.prepare_model(model) if world > 1 or cfg.use_gpu else model.to(device)
-        on_log = _mlflow_step_logger(run_id) if rank == 0 and run_id else None
+        on_log = _mlflow_step_logger(config["mlflow_uri"], run_id) if rank == 0 and run_id else None
         last = fit(model, src_ids, tgt_ids, cfg, device=device, on_log=on_log, rank=rank, world_size=world)
         if rank == 0:
             ckpt_dir = Path(tmp) / "encoder"
@@ -277,12 +277,11 @@ def train_loop_per_worker(config: dict) -> None:
             ray.train.report(last)
 
 
-def _mlflow_step_logger(run_id: str):
+def _mlflow_step_logger(uri: str, run_id: str):
+    """Rank 0's step-wise logging into the driver's run (the store the driver resolved, not the worker's env)."""
     from mlflow.tracking import MlflowClient
 
-    from mtcore.tracking import tracking_uri
-
-    client = MlflowClient(tracking_uri())
+    client = MlflowClient(uri)
 
     def log_metrics(metrics: dict, step: int) -> None:
         try:
@@ -350,19 +349,19 @@ def train_encoder(
         cfg.num_workers = max(1, min(cfg.num_workers, available_cpus()))
     train_dict = asdict(cfg)
 
-    mlflow, run_id = None, None
+    mlflow, run_id, uri = None, None, None
     if track:
         from mtcore import tracking
 
         mlflow = tracking.setup(EXPERIMENT)
         corpus_tag = corpus if not isinstance(corpus, pa.Table) else None
         run = mlflow.start_run(run_name=run_name or f"encoder-{output.name}", tags=tracking.standard_tags(EXPERIMENT, corpus_tag))
-        run_id = run.info.run_id
+        run_id, uri = run.info.run_id, mlflow.get_tracking_uri()
         mlflow.log_params(tracking.flatten(train_dict) | {"data.train_pairs": len(train), "data.heldout_pairs": len(held), "data.input_rows": n_input, "data.cleaned_by": cleaned_by})
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "mlflow_run_id": run_id},
+            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "mlflow_run_id": run_id, "mlflow_uri": uri},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
             run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((RUNS_DIR / "ray_results").resolve())),
         )

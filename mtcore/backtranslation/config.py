@@ -1,0 +1,76 @@
+"""Settings of a back-translation run, validated before any work starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+
+from mtcore.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
+
+MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
+
+
+class BTError(ValueError):
+    """A back-translation run that cannot start; the message names the setting or file at fault."""
+
+
+@dataclass(frozen=True)
+class BTConfig:
+    corpus: str = str(RAW_PARALLEL)  # raw parallel corpus (any format mtcore.corpus reads)
+    mono: str = str(MONO_VI)  # monolingual Vietnamese: Parquet with a `text` column, or one sentence a line
+    output: str = str(RUNS_DIR / "backtranslate")
+    reverse_model: str = "train"  # a checkpoint directory, an MLflow model URI, or "train"
+    mode: str = "beam"
+    tag: bool = True  # prefix synthetic sources with <bt> (tagged BT, Caswell et al. 2019)
+    ratio: float = 1.0  # at most ratio × real pairs synthetic pairs
+    max_mono: int = 3000  # cap on monolingual sentences translated (0 = no cap): bounds CPU runs
+    upsample: int = 1  # each real pair appears this many times in the augmented set
+    beam: int = 5
+    top_k: int = 10  # sampling mode: top-k 10, as in Edunov et al. 2018's "sampling" variants
+    temperature: float = 1.0
+    seed: int = 0
+    clean_config: str | None = None  # cleaning rules YAML (default: mtcore's)
+    align_score: str = "cosine"  # cosine | margin
+    encoder: str = "builtin"
+    reverse_minutes: float = 4.0  # training budget of the reverse model when reverse_model == "train"
+    reverse_preset: str = "small"
+    reverse_train_limit: int = 0  # first N aligned pairs for the reverse model (0 = all): tests
+    reverse_vocab: int = 8000
+    synthetic_max_ratio: float = 3.0  # char-length ratio bound for synthetic pairs
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise BTError(f"--mode must be one of {list(MODES)}, not {self.mode!r}")
+        if self.ratio <= 0:
+            raise BTError(f"--ratio ({self.ratio}) must be positive")
+        for name in ("max_mono", "reverse_train_limit"):
+            if getattr(self, name) < 0:
+                raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 0")
+        for name in ("upsample", "beam", "top_k", "reverse_vocab"):
+            if getattr(self, name) < 1:
+                raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 1")
+        if self.temperature <= 0 or self.reverse_minutes <= 0 or self.synthetic_max_ratio < 1:
+            raise BTError("temperature and reverse_minutes must be positive, synthetic_max_ratio >= 1")
+        if self.align_score not in ("cosine", "margin"):
+            raise BTError(f"align_score must be cosine or margin, not {self.align_score!r}")
+
+    def stage_settings(self) -> dict[str, dict]:
+        """What each stage's output depends on (its own settings plus everything upstream)."""
+        d = dataclasses.asdict(self)
+        pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
+        clean = pick("corpus", "clean_config")
+        align = clean | pick("align_score", "encoder")
+        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_preset", "reverse_train_limit", "reverse_vocab", "seed")
+        select = align | pick("mono", "ratio", "max_mono", "seed")
+        translate = reverse | select | pick("mode", "beam", "top_k", "temperature")
+        synthetic = translate | pick("synthetic_max_ratio", "tag")
+        assemble = synthetic | pick("upsample")
+        return {"clean": clean, "align_filter": align, "reverse_model": reverse, "select_mono": select,
+                "backtranslate": translate, "synthetic_filter": synthetic, "assemble": assemble}
+
+
+def settings_hash(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]

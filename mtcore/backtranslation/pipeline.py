@@ -1,0 +1,389 @@
+"""The back-translation job, stage by stage; every stage reconciles (input = kept + rejected by reason).
+
+    clean            raw pairs            → mtcore.cleaning on Ray Data
+    align_filter     cleaned pairs        → mtcore.alignment (built-in encoder, auto threshold)
+    reverse_model    aligned pairs        → a vi→en checkpoint (given, or trained on Ray Train)
+    select_mono      monolingual text     → at most ratio × real pairs sentences (the rest: `over_ratio`)
+    backtranslate    selected sentences   → synthetic English sources (Ray Data actor pool)
+    synthetic_filter synthetic pairs      → length ratio, placeholders, cosine (the align stage's threshold)
+    assemble         real (× upsample) + synthetic pairs → OUT/augmented/, with a `synthetic` column
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mtcore.backtranslation.config import BTConfig, BTError
+from mtcore.backtranslation.stages import StageDir, check_output
+from mtcore.corpus import read_corpus, write_parquet
+from mtcore.ledger import StageReport, rejects_table, write_report
+from mtcore.tokenizer import BT_TAG
+
+log = logging.getLogger(__name__)
+EXPERIMENT = "backtranslate"
+STAGES = ("clean", "align_filter", "reverse_model", "select_mono", "backtranslate", "synthetic_filter", "assemble")
+
+
+@dataclass
+class BTResult:
+    output: Path
+    augmented: Path
+    stages: list[dict]
+    reused: list[str]
+    reverse_model: str
+    reverse_dev_bleu: float | None
+    mlflow_run_id: str | None
+    elapsed_s: float
+
+
+# --------------------------------------------------------------------------- inputs checked up front
+
+
+def read_mono(path: str | Path) -> pa.Table:
+    """Monolingual text: Parquet with a `text` column, or a UTF-8 file with one sentence a line."""
+    path = Path(path)
+    if not path.is_file():
+        raise BTError(f"--mono: {path} not found")
+    if path.suffix == ".parquet":
+        table = read_parquet_table(path)
+        if "text" not in table.column_names:
+            raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
+    else:
+        from mtcore.corpus import _decode_lines
+
+        lines = _decode_lines(path)
+        table = pa.table({"text": lines})
+    table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["text"])), 0))
+    if len(table) == 0:
+        raise BTError(f"--mono: {path} holds no non-empty sentence")
+    n = len(table)
+    if "origin" not in table.column_names:
+        table = table.append_column("origin", pa.array([path.name] * n))
+    if "id" not in table.column_names:
+        table = table.append_column("id", pa.array([f"{path.name}:{i + 1}" for i in range(n)]))
+    return table.select(["text", "origin", "id"])
+
+
+def check_reverse_model(spec: str) -> str | None:
+    """A given reverse model must translate vi→en and its vocabulary must cover Vietnamese; `None` = train one."""
+    if spec == "train":
+        return None
+    directory = resolve_model_dir(spec)
+    from mtcore.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        ckpt = load_checkpoint(directory)
+    except (CheckpointError, ValueError, OSError) as err:
+        raise BTError(f"--reverse-model {spec}: not a usable checkpoint: {err}") from None
+    if ckpt.model_cfg.direction != "vi-en":
+        raise BTError(f"--reverse-model {spec} translates {ckpt.model_cfg.direction}; back-translation needs vi-en")
+    probe = ["Không thể mở tập tin", "Lưu tài liệu trước khi thoát?", "Đường dẫn không hợp lệ"]
+    pieces = [p for seq in ckpt.tokenizer.encode_pieces(probe) for p in seq]
+    byte_share = sum(p.startswith("<0x") for p in pieces) / max(1, len(pieces))
+    if byte_share > 0.2:
+        raise BTError(
+            f"--reverse-model {spec}: its vocabulary does not match Vietnamese text "
+            f"({byte_share:.0%} of pieces fall back to bytes); it was trained on other data"
+        )
+    return str(directory)
+
+
+def resolve_model_dir(spec: str) -> Path:
+    """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
+    if "://" in spec or spec.startswith(("runs:/", "models:/")):
+        import mlflow
+
+        from mtcore import tracking
+
+        mlflow.set_tracking_uri(tracking.tracking_uri())
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=spec))
+        found = [p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file()]
+        if not found:
+            raise BTError(f"--reverse-model {spec}: no mtcore checkpoint (config.json + spm.model) inside")
+        return found[0]
+    path = Path(spec)
+    if not path.is_dir():
+        raise BTError(f"--reverse-model {spec}: directory not found (or use 'train')")
+    return path
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def stage_clean(cfg: BTConfig, stage: StageDir) -> dict:
+    from mtcore.cleaning import clean_dataset, load_config
+
+    out = stage.begin()
+    result = clean_dataset(cfg.corpus, out, load_config(cfg.clean_config), overwrite=True)
+    return stage.finish(_stage_summary(result.report, "clean"))
+
+
+def stage_align(cfg: BTConfig, stage: StageDir, cleaned: Path) -> dict:
+    from mtcore.alignment.filter import FilterConfig, filter_corpus
+
+    out = stage.begin()
+    result = filter_corpus(cleaned, out, FilterConfig(encoder=cfg.encoder, score=cfg.align_score), overwrite=True, track=False)
+    return stage.finish(_stage_summary(result.report, "align_filter") | {"threshold": result.report.get("threshold")})
+
+
+def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | None, parent_run_id: str | None) -> dict:
+    out = stage.begin()
+    if given is not None:
+        return stage.finish({"stage": "reverse_model", "checkpoint": given, "trained": False, "dev_bleu": None})
+    from mtcore.jobs import TrainingJob
+    from mtcore.ray_training import run_training
+
+    job = TrainingJob.from_dict(
+        {
+            "job": {"train_data": str(aligned), "experiment": EXPERIMENT, "vocab_size": cfg.reverse_vocab,
+                    "train_limit": cfg.reverse_train_limit, "test_limit": 500, "test_beam": 4, "log_model": False,
+                    "run_name": f"bt-reverse-vi-en-{stage.hash[:8]}"},
+            "model": {"preset": cfg.reverse_preset, "src_lang": "vi", "tgt_lang": "en", "pre_norm": True},
+            "train": {"time_budget_min": cfg.reverse_minutes, "warmup": 1000, "lr_scale": 2.0, "max_tokens": 3000,
+                      "validate_every": 400, "dev_limit": 300, "max_epochs": 50, "seed": cfg.seed},
+        }
+    )
+    if cfg.reverse_preset == "tiny":  # tests: seconds, not minutes
+        job = job.with_overrides(["train.max_tokens=512", "train.warmup=50", "train.validate_every=20", "train.log_every=5",
+                                  "train.max_steps=40", "train.max_len=64", "train.dev_limit=20", "job.test_limit=20"])
+    outcome = run_training(job, parent_run_id=parent_run_id)
+    import shutil
+
+    shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
+    return stage.finish({"stage": "reverse_model", "checkpoint": str(out / "checkpoint"), "trained": True,
+                         "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"],
+                         "bleu_signature": outcome.test["test/bleu_signature"], "mlflow_run_id": outcome.mlflow_run_id,
+                         "steps": outcome.steps})
+
+
+def stage_select(cfg: BTConfig, stage: StageDir, mono: pa.Table, n_real: int) -> dict:
+    """Sentences to translate: a seeded sample of at most ratio × real pairs (and `max_mono`)."""
+    out = stage.begin()
+    budget = int(cfg.ratio * n_real)
+    if cfg.max_mono:
+        budget = min(budget, cfg.max_mono)
+    rng = np.random.default_rng(cfg.seed)
+    chosen = np.sort(rng.permutation(len(mono))[: min(budget, len(mono))])
+    mask = np.zeros(len(mono), dtype=bool)
+    mask[chosen] = True
+    kept, dropped = mono.filter(pa.array(mask)), mono.filter(pa.array(~mask))
+    write_parquet(kept, out / "selected.parquet")
+    rejects = rejects_table(dropped["text"].to_pylist(), [""] * len(dropped), dropped["origin"].to_pylist(), dropped["id"].to_pylist(),
+                            stage="select_mono", reason="over_ratio", details=[f"budget {budget}"] * len(dropped))
+    write_parquet(rejects, out / "rejects.parquet")
+    report = StageReport.from_tables("select_mono", len(mono), kept, rejects, budget=budget).reconcile()
+    return stage.finish(report.to_dict())
+
+
+def stage_translate(cfg: BTConfig, stage: StageDir, selected: Path, checkpoint: str) -> dict:
+    from mtcore.backtranslation.translate import back_translate_table
+
+    out = stage.begin()
+    table = read_parquet_table(selected)
+    t0 = time.perf_counter()
+    translated = back_translate_table(table, checkpoint, cfg)
+    elapsed = time.perf_counter() - t0
+    write_parquet(translated, out / "translated.parquet")
+    report = StageReport("backtranslate", len(table), len(translated), {}, {
+        "mode": cfg.mode, "seconds": round(elapsed, 1), "sentences_per_s": round(len(table) / max(elapsed, 1e-9), 2)})
+    return stage.finish(report.reconcile().to_dict())
+
+
+def read_parquet_table(path: Path) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, threshold: float | None) -> dict:
+    """Cheap rules first (empty output, length ratio, placeholders), then the cosine of the built-in encoder."""
+    from mtcore import placeholders
+    from mtcore.alignment.filter import FilterConfig, filter_table
+
+    out = stage.begin()
+    t = read_parquet_table(translated)
+    pairs = pa.table({"src": t["synthetic"], "tgt": t["text"], "origin": t["origin"], "id": t["id"]})
+    src, tgt = pairs["src"].to_pylist(), pairs["tgt"].to_pylist()
+    reasons: list[str | None] = []
+    for s, g in zip(src, tgt):
+        ls, lg = len(s.strip()), len(g.strip())
+        if ls == 0:
+            reasons.append("empty_translation")
+        elif max(ls, lg) / max(1, min(ls, lg)) > cfg.synthetic_max_ratio:
+            reasons.append("length_ratio")
+        elif any(placeholders.mismatch(s, g)):
+            reasons.append("placeholder_mismatch")
+        else:
+            reasons.append(None)
+    ok = np.array([r is None for r in reasons])
+    bad = np.flatnonzero(~ok)
+    rule_rejects = rejects_table([src[i] for i in bad], [tgt[i] for i in bad], pairs["origin"].take(bad).to_pylist(),
+                                 pairs["id"].take(bad).to_pylist(), stage="synthetic_filter", reason=[reasons[i] for i in bad])
+    candidates = pairs.filter(pa.array(ok))
+    if len(candidates) >= 2:
+        fcfg = FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold if threshold is not None else "auto")
+        kept, cos_rejects, used, _, _ = filter_table(candidates, fcfg, use_ray=False)
+        cos_rejects = cos_rejects.set_column(cos_rejects.schema.get_field_index("stage"), "stage", pa.array(["synthetic_filter"] * len(cos_rejects)))
+    else:
+        kept, cos_rejects, used = candidates, rule_rejects.schema.empty_table(), threshold
+    rejects = pa.concat_tables([rule_rejects, cos_rejects])
+    if cfg.tag:
+        kept = kept.set_column(0, "src", pc.binary_join_element_wise(pa.array([BT_TAG] * len(kept), pa.string()), kept["src"], " "))
+    write_parquet(kept, out / "kept.parquet")
+    write_parquet(rejects, out / "rejects.parquet")
+    report = StageReport.from_tables("synthetic_filter", len(pairs), kept, rejects, cosine_threshold=used, tagged=cfg.tag)
+    return stage.finish(report.reconcile().to_dict())
+
+
+def stage_assemble(cfg: BTConfig, stage: StageDir, aligned: Path, synthetic: Path) -> dict:
+    out = stage.begin()
+    real = read_corpus(aligned).select(["src", "tgt", "origin", "id"])
+    copies = []
+    for k in range(cfg.upsample):
+        ids = real["id"] if k == 0 else pc.binary_join_element_wise(real["id"], pa.array([f"up{k}"] * len(real)), "~")
+        copies.append(real.set_column(3, "id", ids))
+    real_up = pa.concat_tables(copies)
+    real_up = real_up.append_column("synthetic", pa.array([False] * len(real_up)))
+    synth = read_parquet_table(synthetic).select(["src", "tgt", "origin", "id"])
+    synth = synth.append_column("synthetic", pa.array([True] * len(synth)))
+    augmented = pa.concat_tables([real_up, synth])
+    write_parquet(augmented, out / "augmented" / "part-00000.parquet")
+    report = {"stage": "assemble", "real_pairs": len(real), "upsample": cfg.upsample, "real_rows": len(real_up),
+              "synthetic_rows": len(synth), "rows": len(augmented),
+              "synthetic_share": round(len(synth) / max(1, len(augmented)), 4)}
+    if report["rows"] != report["real_rows"] + report["synthetic_rows"]:
+        raise AssertionError("assemble lost rows")
+    return stage.finish(report)
+
+
+def _stage_summary(report: dict, name: str) -> dict:
+    return {"stage": name, "input": report["input"], "kept": report["kept"], "rejected": report["rejected"],
+            "rejected_total": sum(report["rejected"].values()), "reconciled": report["input"] == report["kept"] + sum(report["rejected"].values())}
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def run_backtranslation(cfg: BTConfig) -> BTResult:
+    """Run (or resume) every stage; write OUT/report.json and log the run to MLflow."""
+    t0 = time.perf_counter()
+    root = Path(cfg.output)
+    settings = cfg.stage_settings()
+    stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
+    # Everything that can be wrong is checked before the first stage runs.
+    check_output(list(stages.values()), cfg.overwrite)
+    if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
+        raise BTError(f"--corpus: {cfg.corpus} not found")
+    mono = read_mono(cfg.mono)
+    given = check_reverse_model(cfg.reverse_model)
+    if cfg.encoder != "builtin" and not Path(cfg.encoder).is_dir():
+        from mtcore.embedding import load_encoder
+
+        load_encoder(cfg.encoder)  # raises the "how to get it" error now, not after an hour
+
+    run_id = _open_run(cfg)
+    reused, reports = [], {}
+
+    def run(name, fn, *args):
+        stage = stages[name]
+        if stage.done:
+            reused.append(name)
+            reports[name] = stage.report()
+        else:
+            log.info("stage %s", name)
+            reports[name] = fn(cfg, stage, *args)
+        return stage.path
+
+    cleaned = run("clean", stage_clean) / "kept"
+    aligned = run("align_filter", stage_align, cleaned) / "kept"
+    run("reverse_model", stage_reverse, aligned, given, run_id)
+    checkpoint = reports["reverse_model"]["checkpoint"]
+    n_real = reports["align_filter"]["kept"]
+    selected = run("select_mono", stage_select, mono, n_real) / "selected.parquet"
+    translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"
+    threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
+    synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
+    assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
+
+    stage_list = [reports[n] for n in STAGES]
+    _write_job_report(root, cfg, stage_list, reused)
+    elapsed = time.perf_counter() - t0
+    _log_run(run_id, cfg, reports, root, synthetic, elapsed)
+    return BTResult(root, assembled, stage_list, reused, checkpoint, reports["reverse_model"].get("dev_bleu"), run_id, elapsed)
+
+
+def _write_job_report(root: Path, cfg: BTConfig, stage_list: list[dict], reused: list[str]) -> None:
+    reconciled = [StageReport(s["stage"], s["input"], s["kept"], s.get("rejected", {})) for s in stage_list if "input" in s]
+    write_report(root / "report.json", reconciled, settings=dataclasses.asdict(cfg), reused_stages=reused,
+                 reverse_model={k: v for k, v in stage_list[2].items() if k != "stage"}, assemble=stage_list[-1])
+
+
+def _open_run(cfg: BTConfig) -> str | None:
+    try:
+        from mtcore import tracking
+
+        mlflow = tracking.setup(EXPERIMENT)
+        name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
+        client = mlflow.MlflowClient()
+        exp = mlflow.get_experiment_by_name(EXPERIMENT)
+        found = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{name}'", max_results=1)
+        if found:
+            return found[0].info.run_id
+        run = client.create_run(exp.experiment_id, run_name=name, tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus))
+        for k, v in tracking.flatten(dataclasses.asdict(cfg)).items():
+            client.log_param(run.info.run_id, k, v)
+        return run.info.run_id
+    except Exception as err:  # noqa: BLE001 - the data job must not die for the dashboard
+        log.warning("MLflow unavailable, the run is not tracked: %s", err)
+        return None
+
+
+def _log_run(run_id: str | None, cfg: BTConfig, reports: dict, root: Path, synthetic: Path, elapsed: float) -> None:
+    if run_id is None:
+        return
+    try:
+        import mlflow
+
+        from mtcore import tracking
+
+        mlflow.set_tracking_uri(tracking.tracking_uri())
+        with mlflow.start_run(run_id=run_id):
+            metrics = {"elapsed_s": elapsed}
+            for name, r in reports.items():
+                for key in ("input", "kept", "rejected_total", "sentences_per_s", "rows", "synthetic_rows", "real_rows"):
+                    if isinstance(r.get(key), (int, float)):
+                        metrics[f"{name}/{key}"] = float(r[key])
+            if reports["reverse_model"].get("dev_bleu") is not None:
+                metrics["reverse/dev_bleu"] = float(reports["reverse_model"]["dev_bleu"])
+            mlflow.log_metrics(metrics)
+            mlflow.log_artifact(str(root / "report.json"))
+            sample = read_parquet_table(synthetic).slice(0, 50)
+            mlflow.log_table({"synthetic_source": sample["src"].to_pylist(), "vietnamese": sample["tgt"].to_pylist()},
+                             artifact_file="samples/synthetic_pairs.json")
+    except Exception as err:  # noqa: BLE001
+        log.warning("MLflow logging failed: %s", err)
+
+
+def stage_table(result: BTResult) -> str:
+    """The printed summary: one line per stage, counts in and out and the main reasons."""
+    lines = [f"{'stage':<18}{'in':>9}{'out':>9}  rejected by reason", "-" * 78]
+    for r in result.stages:
+        name = r["stage"] + (" (reused)" if r["stage"] in result.reused else "")
+        if "input" in r:
+            reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(r.get("rejected", {}).items(), key=lambda kv: -kv[1])[:4])
+            lines.append(f"{name:<18}{r['input']:>9,}{r['kept']:>9,}  {reasons}")
+        elif r["stage"] == "reverse_model":
+            bleu = f"dev BLEU {r['dev_bleu']:.2f}" if r.get("dev_bleu") is not None else "given"
+            lines.append(f"{name:<18}{'':>9}{'':>9}  {bleu}  {r['checkpoint']}")
+        else:
+            lines.append(f"{name:<18}{r['real_rows']:>9,}{r['rows']:>9,}  real×{r['upsample']} + {r['synthetic_rows']:,} synthetic ({r['synthetic_share']:.1%})")
+    return "\n".join(lines)

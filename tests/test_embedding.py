@@ -1,0 +1,181 @@
+"""Sentence encoders: training improves retrieval, save/load round-trips, Ray Train driver, external encoders."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from mtcore.embedding import EncoderError, EncoderNotAvailable, SentenceEncoder, load_encoder
+from mtcore.embedding.encoder import DualEncoder, EncoderConfig, is_encoder_dir, load_builtin, save_encoder
+from mtcore.embedding.train import (
+    EncoderTrainConfig,
+    additive_margin_loss,
+    fit,
+    group_batches,
+    quick_clean,
+    retrieval_accuracy,
+    train_encoder,
+)
+from mtcore.tokenizer import train_tokenizer
+
+NOUNS = [("file", "tệp"), ("folder", "thư mục"), ("window", "cửa sổ"), ("image", "hình ảnh"), ("printer", "máy in"),
+         ("password", "mật khẩu"), ("user", "người dùng"), ("package", "gói"), ("server", "máy chủ"), ("network", "mạng"),
+         ("disk", "đĩa"), ("keyboard", "bàn phím"), ("document", "tài liệu"), ("account", "tài khoản"), ("message", "thông điệp"),
+         ("color", "màu"), ("font", "phông chữ"), ("page", "trang"), ("table", "bảng"), ("camera", "máy ảnh")]  # fmt: skip
+VERBS = [("Open", "Mở"), ("Close", "Đóng"), ("Delete", "Xoá"), ("Save", "Lưu"), ("Copy", "Sao chép"), ("Print", "In"),
+         ("Rename", "Đổi tên"), ("Create", "Tạo"), ("Select", "Chọn"), ("Show", "Hiện")]  # fmt: skip
+ADJS = [("", ""), ("new", "mới"), ("selected", "đã chọn"), ("current", "hiện tại")]
+
+
+def tiny_corpus() -> pa.Table:
+    """800 compositional software-message pairs ('Open the new file' ↔ 'Mở tệp mới'), shuffled."""
+    src, tgt = [], []
+    for ve, vv in VERBS:
+        for ne, nv in NOUNS:
+            for ae, av in ADJS:
+                src.append(" ".join(f"{ve} the {ae} {ne}".split()))
+                tgt.append(" ".join(f"{vv} {nv} {av}".split()))
+    order = np.random.default_rng(0).permutation(len(src))
+    return pa.table(
+        {
+            "src": [src[i] for i in order],
+            "tgt": [tgt[i] for i in order],
+            "origin": [f"cat{i % 4}" for i in range(len(src))],
+            "id": [f"p{i}" for i in range(len(src))],
+        }
+    )
+
+
+TINY_MODEL = dict(vocab_size=400, d_model=64, d_ff=128, dim=64, heads=4)
+
+
+def tiny_encoder(tmp_path, trained: bool) -> SentenceEncoder:
+    table = tiny_corpus()
+    tok = train_tokenizer(table["src"].to_pylist() + table["tgt"].to_pylist(), tmp_path / "spm.model", vocab_size=400)
+    cfg = EncoderTrainConfig(model=EncoderConfig(**(TINY_MODEL | {"vocab_size": tok.vocab_size})), batch_size=64, epochs=15, warmup=10)
+    model = DualEncoder(cfg.model)
+    if trained:
+        train = table.slice(0, 600)
+        fit(model, tok.encode(train["src"].to_pylist()), tok.encode(train["tgt"].to_pylist()), cfg)
+    return SentenceEncoder(model.eval(), tok)
+
+
+def test_training_improves_heldout_retrieval(tmp_path):
+    held = tiny_corpus().slice(600)
+    args = (held["src"].to_pylist(), held["tgt"].to_pylist())
+    before = retrieval_accuracy(tiny_encoder(tmp_path, trained=False), *args)
+    after = retrieval_accuracy(tiny_encoder(tmp_path, trained=True), *args)
+    assert before["p_at_1"] < 0.2
+    assert after["p_at_1"] > 0.6
+    assert after["p_at_1"] > before["p_at_1"] + 0.4
+
+
+def test_encoder_outputs_unit_rows_and_round_trips(tmp_path):
+    enc = tiny_encoder(tmp_path, trained=False)
+    texts = ["Open the file", "Mở tệp", ""]
+    vecs = enc.encode(texts)
+    assert vecs.shape == (3, 64) and vecs.dtype == np.float32
+    assert np.linalg.norm(vecs, axis=1) == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
+    enc.save(tmp_path / "enc")
+    assert is_encoder_dir(tmp_path / "enc")
+    again = load_encoder(str(tmp_path / "enc"))
+    np.testing.assert_allclose(again.encode(texts), vecs, atol=1e-6)
+    # batch composition does not change a sentence's vector
+    np.testing.assert_allclose(again.encode(texts, batch_size=1), vecs, atol=1e-5)
+
+
+def test_loss_prefers_aligned_pairs():
+    x = np.eye(4, dtype=np.float32)
+    import torch
+
+    aligned = additive_margin_loss(torch.from_numpy(x), torch.from_numpy(x), margin=0.3, scale=20.0)
+    shuffled = additive_margin_loss(torch.from_numpy(x), torch.from_numpy(x[[1, 2, 3, 0]]), margin=0.3, scale=20.0)
+    assert float(aligned) < 0.01 < float(shuffled)
+
+
+def test_group_batches_cover_rows_once():
+    batches = group_batches(100, 16, 4, np.random.default_rng(0))
+    rows = np.concatenate(batches)
+    assert sorted(rows.tolist()) == list(range(100))
+    assert all(len(b) <= 16 for b in batches)
+
+
+@pytest.mark.parametrize(
+    "src, tgt, kept",
+    [
+        ("Open file", "Mở tệp", True),
+        ("Open file", "Open file", False),  # untranslated copy
+        ("", "Mở tệp", False),
+        ("%s", "%s", False),  # no letters
+        ("Open file", "Mở tệp " * 40, False),  # length ratio
+    ],
+)
+def test_quick_clean(src, tgt, kept):
+    t = pa.table({"src": [src], "tgt": [tgt], "origin": ["x"], "id": ["1"]})
+    assert (len(quick_clean(t)) == 1) is kept
+
+
+def test_config_rejects_unknown_keys():
+    with pytest.raises(EncoderError, match="unknown training config key"):
+        EncoderTrainConfig.from_dict({"epochz": 3})
+    with pytest.raises(EncoderError, match=r"`heads` \(3\) must divide `d_model` \(64\)"):
+        EncoderConfig(d_model=64, heads=3, layers=1)
+
+
+def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow_uri):
+    cfg = EncoderTrainConfig(model=EncoderConfig(**TINY_MODEL), batch_size=64, epochs=8, warmup=10, heldout=100, log_every=10)
+    result = train_encoder(tiny_corpus(), tmp_path / "enc", cfg, run_name="tiny")
+    assert is_encoder_dir(result.path)
+    assert 50 < result.metrics["heldout_pairs"] <= 80  # at most a tenth of the (cleaned) 800 pairs
+    assert result.metrics["p_at_1"] > 0.3
+    import mlflow
+
+    run = mlflow.MlflowClient(mlflow_uri).get_run(result.run_id)
+    assert run.data.metrics["p_at_1_en_vi"] == pytest.approx(result.metrics["p_at_1_en_vi"])
+    assert "loss" in run.data.metrics  # step-wise, from rank 0
+    assert run.info.status == "FINISHED"
+    enc = load_builtin(result.path)
+    assert enc.encode(["Open the file"]).shape == (1, 64)
+
+
+def test_external_encoder_missing_package_says_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as if not installed
+    with pytest.raises(EncoderNotAvailable, match="pip install sentence-transformers"):
+        load_encoder("sentence-transformers/LaBSE")
+
+
+def test_external_encoder_not_cached_fails_offline(monkeypatch):
+    calls = {}
+
+    class FakeST:
+        def __init__(self, name, device=None, local_files_only=False):
+            import os
+
+            calls.update(name=name, local_files_only=local_files_only, offline=os.environ.get("HF_HUB_OFFLINE"))
+            raise OSError(f"We couldn't connect to 'https://huggingface.co' to load {name}")
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=FakeST))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with pytest.raises(EncoderNotAvailable, match="not available offline.*--encoder builtin"):
+        load_encoder("sentence-transformers/LaBSE")
+    assert calls == {"name": "sentence-transformers/LaBSE", "local_files_only": True, "offline": "1"}
+
+
+def test_encoder_spec_that_is_a_file_is_an_error(tmp_path):
+    f = tmp_path / "model.bin"
+    f.write_bytes(b"x")
+    with pytest.raises(EncoderError, match="an encoder is a directory"):
+        load_encoder(str(f))
+
+
+def test_saved_weights_load_with_weights_only(tmp_path):
+    import torch
+
+    model = DualEncoder(EncoderConfig(**TINY_MODEL))
+    save_encoder(model, b"not-a-real-spm", tmp_path / "e")
+    state = torch.load(tmp_path / "e" / "model.pt", weights_only=True)
+    assert set(state) == set(model.state_dict())
