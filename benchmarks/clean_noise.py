@@ -16,7 +16,7 @@ noise at known rates:
   duplicate       an untouched pair inserted again under a later id: half exact, half
                   case/punctuation/spacing variants
 
-Rows are first de-duplicated (exact pairs) so that the untouched rows are distinct.
+Rows are first de-duplicated (lower-cased, punctuation-free pairs) so that the untouched rows are distinct.
 Recall per type = share of its rows rejected (any reason); precision per type = share
 of the rows rejected *for that type's reasons* that are noise; false rejects = share of
 untouched rows rejected. TestOverlap is switched off (the input *is* the held-out set).
@@ -200,7 +200,8 @@ def load_base(n: int, seed: int) -> tuple[pd.DataFrame, str]:
     else:
         df, name = machine_pairs(), "this machine's /usr/share/locale/vi gettext catalogs (data/test.parquet absent)"
     df = df[(df.src.str.strip() != "") & (df.tgt.str.strip() != "")]
-    key = df.src.str.split().str.join(" ") + "\t" + df.tgt.str.split().str.join(" ")
+    norm = lambda s: s.str.lower().str.replace(r"[\W_]+", " ", regex=True).str.strip()  # noqa: E731
+    key = norm(df.src) + "\t" + norm(df.tgt)
     df = df[~key.duplicated()]
     if len(df) > n:
         df = df.sample(n, random_state=seed)

@@ -43,7 +43,7 @@ t1 = time.perf_counter()
 from mtcore.cleaning import clean_dataset
 r = clean_dataset(sys.argv[1], sys.argv[2], overwrite=True)
 t2 = time.perf_counter()
-print(json.dumps({"ray_start_s": t1 - t0, "pipeline_s": t2 - t1, "kept": r.report["kept"], "input": r.report["input"]}))
+print("RESULT " + json.dumps({"ray_start_s": t1 - t0, "pipeline_s": t2 - t1, "kept": r.report["kept"], "input": r.report["input"]}), flush=True)
 """
 
 
@@ -75,7 +75,7 @@ def run_ours(path: Path, cpus: int, work: Path) -> dict:
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:])
 
 
 def run_opus(path: Path, jobs: int, work: Path) -> dict:

@@ -59,7 +59,7 @@ def _vi_letters() -> tuple[str, str]:
 VI_LETTERS, VI_UNIQUE_LETTERS = _vi_letters()
 # Latin letters that Vietnamese never uses: German, French, Spanish, Nordic, Slavic, Turkish…
 FOREIGN_LETTERS = "äëïöüÿßñçœæåøîûłśźżńćęąčřšžěůťďňğşőű"
-FOREIGN_LETTERS += FOREIGN_LETTERS.upper().replace("SS", "")
+FOREIGN_LETTERS += "".join(c.upper() for c in FOREIGN_LETTERS if c != "ß")
 
 _WORD = r"[\pL\pM]+"
 # Placeholders in RE2 (a vectorised approximation of mtcore.placeholders, for removing them before counting words).
