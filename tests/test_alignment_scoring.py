@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtcore.alignment.filter import auto_threshold, misaligned_partners
+from mtcore.alignment.filter import auto_threshold, misaligned_partners, misaligned_share
 from mtcore.alignment.scoring import (
     cosine,
     knn_mean_similarity,
@@ -14,6 +14,7 @@ from mtcore.alignment.scoring import (
     normalized_cost,
     ratio_margin,
     sample_normalizer,
+    windowed_knn,
 )
 
 X = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
@@ -60,10 +61,21 @@ def test_vecalign_normalised_cost():
     assert sample_normalizer(np.array([[1.0, 0.0]]), X) == pytest.approx([0.5])
 
 
-def test_auto_threshold_separates():
-    real = np.array([0.8, 0.9, 0.85, 0.2])
-    mis = np.array([0.1, 0.15, 0.3, 0.25])
+def test_auto_threshold_by_hand():
+    real = np.array([0.8, 0.85, 0.9] * 6 + [0.1, 0.2])  # 18 good pairs, 2 bad ones
+    mis = np.array([0.05, 0.1, 0.15, 0.2, 0.25, 0.3])
+    # π = 2 · share of real below the misaligned median 0.175 = 2 · 1/20; errors F_real − 0.2 · F_mis
+    # are least between the highest misaligned score (0.3) and the lowest good one (0.8)
+    assert misaligned_share(real, mis) == pytest.approx(0.1)
     assert auto_threshold(real, mis) == pytest.approx(0.55)
+
+
+def test_auto_threshold_on_a_clean_corpus_rejects_little():
+    rng = np.random.default_rng(0)
+    real = rng.normal(0.8, 0.1, 1000)  # clean pairs only
+    mis = rng.normal(0.1, 0.1, 1000)
+    t = auto_threshold(real, mis)
+    assert (real < t).mean() < 0.01 and (mis < t).mean() > 0.9
 
 
 def test_misaligned_partners_stay_in_origin_and_move():
@@ -71,3 +83,13 @@ def test_misaligned_partners_stay_in_origin_and_move():
     p = misaligned_partners(origins, len(origins), seed=1)
     assert all(p[i] != i for i in range(len(p)))
     assert all(origins[p[i]] == origins[i] for i in range(8))
+
+
+def test_windowed_knn_is_exact_below_the_window_and_local_above():
+    rng = np.random.default_rng(1)
+    x, y = l2_normalize(rng.normal(size=(40, 8))), l2_normalize(rng.normal(size=(40, 8)))
+    exact = windowed_knn(x, y, 3, window=64)
+    assert exact[0] == pytest.approx(knn_mean_similarity(x, y, 3))
+    xw, _ = windowed_knn(x, y, 3, window=20)  # two windows of 20 rows
+    assert xw[:20] == pytest.approx(knn_mean_similarity(x[:20], y[:20], 3))
+    assert xw[20:] == pytest.approx(knn_mean_similarity(x[20:], y[20:], 3))

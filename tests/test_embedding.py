@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import torch
+
 from mtcore.embedding import EncoderError, EncoderNotAvailable, SentenceEncoder, load_encoder
 from mtcore.embedding.encoder import DualEncoder, EncoderConfig, is_encoder_dir, load_builtin, save_encoder
 from mtcore.embedding.train import (
@@ -53,10 +55,11 @@ def tiny_corpus() -> pa.Table:
 TINY_MODEL = dict(vocab_size=400, d_model=64, d_ff=128, dim=64, heads=4)
 
 
-def tiny_encoder(tmp_path, trained: bool) -> SentenceEncoder:
+def tiny_encoder(tmp_path, trained: bool, seed: int = 0) -> SentenceEncoder:
     table = tiny_corpus()
     tok = train_tokenizer(table["src"].to_pylist() + table["tgt"].to_pylist(), tmp_path / "spm.model", vocab_size=400)
-    cfg = EncoderTrainConfig(model=EncoderConfig(**(TINY_MODEL | {"vocab_size": tok.vocab_size})), batch_size=64, epochs=15, warmup=10)
+    cfg = EncoderTrainConfig(model=EncoderConfig(**(TINY_MODEL | {"vocab_size": tok.vocab_size})), batch_size=64, epochs=30, warmup=10)
+    torch.manual_seed(seed)
     model = DualEncoder(cfg.model)
     if trained:
         train = table.slice(0, 600)
@@ -90,8 +93,6 @@ def test_encoder_outputs_unit_rows_and_round_trips(tmp_path):
 
 def test_loss_prefers_aligned_pairs():
     x = np.eye(4, dtype=np.float32)
-    import torch
-
     aligned = additive_margin_loss(torch.from_numpy(x), torch.from_numpy(x), margin=0.3, scale=20.0)
     shuffled = additive_margin_loss(torch.from_numpy(x), torch.from_numpy(x[[1, 2, 3, 0]]), margin=0.3, scale=20.0)
     assert float(aligned) < 0.01 < float(shuffled)
@@ -173,8 +174,6 @@ def test_encoder_spec_that_is_a_file_is_an_error(tmp_path):
 
 
 def test_saved_weights_load_with_weights_only(tmp_path):
-    import torch
-
     model = DualEncoder(EncoderConfig(**TINY_MODEL))
     save_encoder(model, b"not-a-real-spm", tmp_path / "e")
     state = torch.load(tmp_path / "e" / "model.pt", weights_only=True)

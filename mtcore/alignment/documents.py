@@ -36,12 +36,13 @@ import numpy as np
 from mtcore.alignment.scoring import l2_normalize
 
 INF = float("inf")
+TIE_BREAK = 1e-4  # per sentence beyond 1-1: on (near) ties, e.g. identical section numbers, smaller blocks win
 
 
 @dataclass
 class DocAlignConfig:
     max_size: int = 4  # a + b ≤ 4: 1-1, 1-2, 2-1, 2-2, 1-3, 3-1 (Vecalign's default alignment_max_size)
-    del_factor: float = 0.3  # deletion penalty = this × the median cost of random 1-1 pairs (see module doc)
+    del_factor: float = 0.4  # deletion penalty = this × the median cost of random 1-1 pairs (see module doc)
     num_samples: int = 100  # sentences sampled for the cost normaliser
     dense_cells: int = 250_000  # above this many DP cells, align coarse first
     band: int = 10  # fine search width around the projected coarse path, in sentences
@@ -144,7 +145,7 @@ def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.
             jj = js[ok] - b
             xv = xo[a][i - a]
             cos = yo[b][jj] @ xv
-            cost = (1.0 - cos) * a * b / np.maximum(nx[a][i - a] + ny[b][jj], 1e-6)
+            cost = (1.0 - cos) * a * b / np.maximum(nx[a][i - a] + ny[b][jj], 1e-6) + TIE_BREAK * (a + b - 2)
             cand = np.full(len(js), INF)
             cand[ok] = prev[ok] + cost
             _take(best, arg, cand, codes[(a, b)])
@@ -179,7 +180,7 @@ def _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M) -> list[Bl
         a, b = types[back[i][j - lo[i]]]
         if a and b:
             cos = float(xo[a][i - a] @ yo[b][j - b])
-            cost = (1.0 - cos) * a * b / max(nx[a][i - a] + ny[b][j - b], 1e-6)
+            cost = (1.0 - cos) * a * b / max(nx[a][i - a] + ny[b][j - b], 1e-6) + TIE_BREAK * (a + b - 2)
         else:
             cost = del_penalty
         blocks.append(Block(tuple(range(i - a, i)), tuple(range(j - b, j)), float(cost)))

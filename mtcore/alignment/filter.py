@@ -4,14 +4,17 @@
    Ray Data with the encoder in an actor pool, one model load per actor, GPUs
    when the cluster has them).
 2. Score (`PairScores`): the pair's cosine, and the ratio margin over k nearest
-   neighbours (Artetxe & Schwenk 2019) against all sentences of the corpus.
+   neighbours (Artetxe & Schwenk 2019) against the other sentences of the corpus.
+   (Above `margin_window` rows, neighbours come from the pair's window of rows:
+   O(n·w), not O(n²); see `scoring.windowed_knn`.)
    The same scores are computed for *deliberately misaligned* pairs: each source
    with the target of another row of the same origin (neighbouring messages of
    the same catalog: near misses, not just random pairs).
 3. Decide: keep pairs whose score ≥ threshold. `threshold="auto"` calibrates on
-   the data itself: the score that best separates real pairs from the misaligned
-   ones (the maximum of F_mis(t) − F_real(t), Youden's J / the Kolmogorov–Smirnov
-   point), so no number has to be guessed per corpus or per encoder.
+   the data itself: the misaligned pairs stand in for the bad pairs' score
+   distribution, the share of bad pairs is estimated from the corpus, and the
+   threshold is the one with the fewest expected errors (`auto_threshold`), so no
+   number has to be guessed per corpus or per encoder.
 
 `filter_corpus` is the stage: `kept/`, `rejects/` (REJECT_SCHEMA, reason
 `low_cosine`/`low_margin`, the score, the threshold in `detail`), `scores.parquet`
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from mtcore.alignment.scoring import DEFAULT_K, SCORES, cosine, knn_mean_similarity, ratio_margin
+from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, ratio_margin, windowed_knn
 
 log = logging.getLogger(__name__)
 STAGE = "align_filter"
@@ -45,9 +48,10 @@ class FilterError(ValueError):
 @dataclass
 class FilterConfig:
     encoder: str = "builtin"
-    score: str = "cosine"  # or "margin"
+    score: str = "margin"  # or "cosine"; margin separates better on the held-out benchmark
     threshold: str | float = "auto"
     k: int = DEFAULT_K  # neighbours for the margin
+    margin_window: int = MARGIN_WINDOW  # rows searched for neighbours (exact kNN below this size)
     batch_size: int = 1024  # rows per Ray Data batch / per encoder call
     num_actors: int = 0  # 0: one per CPU (or per GPU) of the cluster
     seed: int = 0  # for the misaligned calibration pairs
@@ -104,7 +108,9 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
         size = max(1, min(size, available_cpus()))
     size = max(1, min(size, -(-len(table) // batch_size)))  # no idle actors on small inputs
     rows = pa.table({"_row": pa.array(np.arange(len(table))), "src": table["src"], "tgt": table["tgt"]})
-    ds = ray.data.from_arrow(rows).map_batches(
+    step = batch_size  # one block per batch, so that every actor of the pool gets work
+    blocks = [rows.slice(i, step) for i in range(0, len(rows), step)] or [rows]
+    ds = ray.data.from_arrow(blocks).map_batches(
         EncodePairs,
         fn_constructor_kwargs={"spec": spec, "device": device},
         compute=ray.data.ActorPoolStrategy(size=size),
@@ -164,28 +170,45 @@ class PairScores:
         return getattr(self, f"mis_{name}")
 
 
-def score_pairs(x: np.ndarray, y: np.ndarray, origins: list[str] | None, k: int = DEFAULT_K, seed: int = 0) -> PairScores:
-    x_knn = knn_mean_similarity(x, y, k)
-    y_knn = knn_mean_similarity(y, x, k)
+def score_pairs(
+    x: np.ndarray, y: np.ndarray, origins: list[str] | None, k: int = DEFAULT_K, seed: int = 0, window: int = MARGIN_WINDOW
+) -> PairScores:
+    x_knn, y_knn = np.empty(len(x)), np.empty(len(x))
+    order = np.argsort(np.asarray(origins), kind="stable") if origins is not None and len(x) > window else np.arange(len(x))
+    x_knn[order], y_knn[order] = windowed_knn(x[order], y[order], k, window)  # windows hold whole catalogs
     cos = cosine(x, y)
     partner = misaligned_partners(origins, len(x), seed)
     mis_cos = cosine(x, y[partner])
     return PairScores(cos, ratio_margin(cos, x_knn, y_knn), mis_cos, ratio_margin(mis_cos, x_knn, y_knn[partner]))
 
 
-def auto_threshold(real: np.ndarray, misaligned: np.ndarray) -> float:
-    """The score t maximising F_mis(t) − F_real(t): most misaligned pairs below it, fewest real ones.
+def misaligned_share(real: np.ndarray, misaligned: np.ndarray) -> float:
+    """Estimated share π of misaligned pairs in the corpus: twice the share of real pairs scoring
+    below the misaligned pairs' median (good pairs almost never do), clipped to [1/n, 0.5]."""
+    if not len(real) or not len(misaligned):
+        return 0.5
+    share = 2.0 * float((real < np.median(misaligned)).mean())
+    return float(np.clip(share, 1.0 / len(real), 0.5))
 
-    Candidate thresholds are midpoints between consecutive distinct scores.
+
+def auto_threshold(real: np.ndarray, misaligned: np.ndarray, share: float | None = None) -> float:
+    """The score t with the fewest expected errors, taking the misaligned pairs as the bad pairs' scores.
+
+    With F_real = (1 − π)·F_good + π·F_bad and F_bad ≈ F_mis, the expected error rate at t
+    is π·(1 − F_mis(t)) + (1 − π)·F_good(t) = π + F_real(t) − 2π·F_mis(t), minimised over
+    midpoints between consecutive distinct scores. π is `misaligned_share` unless given.
+    (π = 0.5 gives Youden's J / the Kolmogorov–Smirnov point, which on a mostly clean
+    corpus rejects far too many good pairs.)
     """
     values = np.unique(np.concatenate([real, misaligned]))
     if len(values) < 2:
         return float(values[0]) if len(values) else 0.0
+    share = misaligned_share(real, misaligned) if share is None else share
     cands = (values[:-1] + values[1:]) / 2
     real_s, mis_s = np.sort(real), np.sort(misaligned)
-    below_mis = np.searchsorted(mis_s, cands) / max(1, len(mis_s))
-    below_real = np.searchsorted(real_s, cands) / max(1, len(real_s))
-    return float(cands[int(np.argmax(below_mis - below_real))])
+    f_mis = np.searchsorted(mis_s, cands) / max(1, len(mis_s))
+    f_real = np.searchsorted(real_s, cands) / max(1, len(real_s))
+    return float(cands[int(np.argmin(f_real - 2.0 * share * f_mis))])
 
 
 # --------------------------------------------------------------------------- the stage
@@ -239,7 +262,7 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         x, y = embed_pairs(table, load_encoder(spec), cfg.batch_size)
     t_enc = time.perf_counter() - t0
     origins = table["origin"].to_pylist() if "origin" in table.column_names else None
-    scores = score_pairs(x, y, origins, cfg.k, cfg.seed)
+    scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window)
     t_all = time.perf_counter() - t0
     timing = {"encode_seconds": round(t_enc, 2), "score_seconds": round(t_all - t_enc, 2)}
     timing["pairs_per_second"] = round(len(table) / t_all, 1) if t_all > 0 else None
@@ -278,14 +301,15 @@ def filter_corpus(
     )
     real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
     calibration = {
-        "method": "auto: max F_misaligned(t) - F_real(t)" if cfg.threshold == "auto" else "given",
+        "method": "auto: min expected errors, misaligned pairs as the bad-score distribution" if cfg.threshold == "auto" else "given",
+        "estimated_misaligned_share": round(misaligned_share(real, mis), 4),
         "misaligned_pairs": "targets of other rows of the same origin",
         "misaligned_below_threshold": round(float((mis < threshold).mean()), 4) if len(mis) else None,
         "real_median": round(float(np.median(real)), 4) if len(real) else None,
         "misaligned_median": round(float(np.median(mis)), 4) if len(mis) else None,
     }
     report = StageReport.from_tables(
-        STAGE, len(table), kept, rejects, score=cfg.score, threshold=round(threshold, 6), encoder=cfg.encoder, calibration=calibration, timing=timing
+        STAGE, len(table), kept, rejects, score=cfg.score, threshold=threshold, encoder=cfg.encoder, calibration=calibration, timing=timing
     )
     write_report(output / "report.json", report, input=str(input_path), config=_jsonable(asdict(cfg)))
     plot_histogram(real, mis, threshold, cfg.score, output / "histogram.png")

@@ -32,7 +32,7 @@ class BTConfig:
     temperature: float = 1.0
     seed: int = 0
     clean_config: str | None = None  # cleaning rules YAML (default: mtcore's)
-    align_score: str = "cosine"  # cosine | margin
+    align_score: str = "margin"  # margin (ratio margin, the better filter here) | cosine
     encoder: str = "builtin"
     reverse_minutes: float = 4.0  # training budget of the reverse model when reverse_model == "train"
     reverse_preset: str = "small"

@@ -254,7 +254,7 @@ def stage_assemble(cfg: BTConfig, stage: StageDir, aligned: Path, synthetic: Pat
     real_up = pa.concat_tables(copies)
     real_up = real_up.append_column("synthetic", pa.array([False] * len(real_up)))
     synth = read_parquet_table(synthetic).select(["src", "tgt", "origin", "id"])
-    synth = synth.append_column("synthetic", pa.array([True] * len(synth)))
+    synth = synth.append_column("synthetic", pa.array([True] * len(synth))).cast(real_up.schema)
     augmented = pa.concat_tables([real_up, synth])
     write_parquet(augmented, out / "augmented" / "part-00000.parquet")
     report = {"stage": "assemble", "real_pairs": len(real), "upsample": cfg.upsample, "real_rows": len(real_up),

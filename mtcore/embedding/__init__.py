@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 from pathlib import Path
 
@@ -50,6 +51,15 @@ def ensure_builtin() -> Path:
     path = builtin_dir()
     if is_encoder_dir(path):
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".builtin.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two first commands at once: one trains, the other waits for it
+        if not is_encoder_dir(path):
+            _train_builtin(path)
+    return path
+
+
+def _train_builtin(path: Path) -> None:
     from mtcore.corpus import read_corpus
     from mtcore.embedding.train import train_encoder
     from mtcore.paths import DEV, RAW_PARALLEL, TEST
@@ -67,7 +77,6 @@ def ensure_builtin() -> Path:
             exclude |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
     log.warning("training the built-in sentence encoder on %s (first use; a few CPU minutes)", RAW_PARALLEL)
     train_encoder(RAW_PARALLEL, path, exclude_texts=exclude, run_name="encoder-builtin")
-    return path
 
 
 def resolve_encoder(spec: str) -> str:

@@ -222,7 +222,7 @@ def fit(
             seen += len(idx)
             if step % cfg.log_every == 0 or step == total:
                 elapsed = time.perf_counter() - t0
-                last = {"loss": float(loss), "lr": sched.get_last_lr()[0], "pairs_per_s": seen / elapsed, "step": step}
+                last = {"loss": loss.item(), "lr": sched.get_last_lr()[0], "pairs_per_s": seen / elapsed, "step": step}
                 if on_log:
                     on_log(last, step)
     model.eval()
@@ -264,6 +264,7 @@ def train_loop_per_worker(config: dict) -> None:
         tok = _tokenizer_from_bytes(spm_bytes, tmp)
         src_ids, tgt_ids = tok.encode(src), tok.encode(tgt)
         device = ray.train.torch.get_device()
+        torch.manual_seed(cfg.seed)  # the same initial weights on every worker and every run
         model = DualEncoder(cfg.model)
         model = ray.train.torch.prepare_model(model) if world > 1 or cfg.use_gpu else model.to(device)
         on_log = _mlflow_step_logger(config["mlflow_uri"], run_id) if rank == 0 and run_id else None

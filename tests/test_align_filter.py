@@ -1,0 +1,133 @@
+"""Pair filtering: the Ray Data path equals the plain path; the stage's outputs reconcile; misalignments are caught."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus, filter_table
+from mtcore.corpus import write_parquet
+from mtcore.ledger import REJECT_SCHEMA
+from test_embedding import tiny_corpus, tiny_encoder
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """A tiny trained encoder saved as a directory (actors load it by path)."""
+    tmp = tmp_path_factory.mktemp("enc")
+    enc = tiny_encoder(tmp, trained=True)
+    return str(enc.save(tmp / "encoder"))
+
+
+def corpus_with_misalignments(n_bad: int = 20) -> tuple[pa.Table, set[str]]:
+    """The tiny corpus' last 200 (unseen) pairs, with `n_bad` targets rotated to wrong rows."""
+    t = tiny_corpus().slice(600)
+    tgt = t["tgt"].to_pylist()
+    bad = list(range(0, 2 * n_bad, 2))
+    rotated = [tgt[bad[(k + 1) % len(bad)]] for k in range(len(bad))]
+    for i, v in zip(bad, rotated):
+        tgt[i] = v
+    ids = t["id"].to_pylist()
+    return t.set_column(1, "tgt", pa.array(tgt)), {ids[i] for i in bad}
+
+
+@pytest.mark.parametrize("score", ["cosine", "margin"])
+def test_ray_data_path_equals_plain_path(encoder_dir, ray_local, score):
+    table, _ = corpus_with_misalignments()
+    cfg = FilterConfig(encoder=encoder_dir, score=score, batch_size=64, num_actors=2)
+    kept_r, rej_r, thr_r, scores_r, _ = filter_table(table, cfg, use_ray=True)
+    kept_p, rej_p, thr_p, scores_p, _ = filter_table(table, cfg, use_ray=False)
+    np.testing.assert_allclose(scores_r.cosine, scores_p.cosine, atol=1e-5)
+    np.testing.assert_allclose(scores_r.margin, scores_p.margin, atol=1e-5)
+    assert thr_r == pytest.approx(thr_p, abs=1e-5)
+    assert kept_r["id"].to_pylist() == kept_p["id"].to_pylist()
+    assert rej_r["id"].to_pylist() == rej_p["id"].to_pylist()
+
+
+@pytest.mark.parametrize("score", ["cosine", "margin"])
+def test_auto_threshold_catches_misaligned_pairs(encoder_dir, score):
+    table, bad = corpus_with_misalignments()
+    kept, rejects, threshold, _, _ = filter_table(table, FilterConfig(encoder=encoder_dir, score=score), use_ray=False)
+    rejected = set(rejects["id"].to_pylist())
+    recall = len(rejected & bad) / len(bad)
+    precision = len(rejected & bad) / max(1, len(rejected))
+    assert recall >= 0.9 and precision >= 0.8, (recall, precision, threshold)
+
+
+def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
+    table, _ = corpus_with_misalignments()
+    src = write_parquet(table, tmp_path / "in" / "kept" / "part-0.parquet").parent  # a stage's kept/ dir as input
+    out = tmp_path / "out"
+    cfg = FilterConfig(encoder=encoder_dir, score="cosine")
+    result = filter_corpus(src, out, cfg, use_ray=False)
+    report = json.loads((out / "report.json").read_text())
+    assert report["reconciled"] and report["input"] == 200
+    assert report["kept"] + report["rejected"].get("low_cosine", 0) == 200
+    assert report["threshold"] == pytest.approx(result.threshold)
+    rejects = pq.read_table(out / "rejects")
+    assert rejects.schema.equals(REJECT_SCHEMA)
+    assert set(rejects["reason"].to_pylist()) <= {"low_cosine"}
+    assert all(s < result.threshold for s in rejects["score"].to_pylist())
+    assert pq.read_table(out / "kept").num_rows == report["kept"]
+    assert pq.read_table(out / "scores.parquet").num_rows == 200
+    assert (out / "histogram.png").stat().st_size > 1000
+    import mlflow
+
+    run = mlflow.MlflowClient(mlflow_uri).get_run(result.report["mlflow_run_id"])
+    assert run.data.metrics["threshold"] == pytest.approx(result.threshold, abs=1e-6)
+    # second run: skipped; --overwrite with a fixed threshold re-runs
+    assert filter_corpus(src, out, cfg, use_ray=False, track=False).skipped
+    again = filter_corpus(src, out, FilterConfig(encoder=encoder_dir, threshold=-1.0), use_ray=False, overwrite=True, track=False)
+    assert not again.skipped and again.report["kept"] == 200
+
+
+def test_config_errors():
+    with pytest.raises(FilterError, match="score must be one of"):
+        FilterConfig(score="bleu")
+    with pytest.raises(FilterError, match="threshold must be 'auto' or a number"):
+        FilterConfig(threshold="high")
+
+
+def test_align_filter_cli(encoder_dir, tmp_path, capsys):
+    table, _ = corpus_with_misalignments()
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())))
+    argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow"]
+    code = _run_script("pipelines/align_filter.py", argv)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "rejected: low_margin" in out and "threshold" in out
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["reconciled"]
+    assert _run_script("pipelines/align_filter.py", argv) == 0
+    assert "skipping: outputs exist" in capsys.readouterr().out
+    bad = ["align_filter.py", "--input", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "o2"), "--encoder", encoder_dir]
+    assert _run_script("pipelines/align_filter.py", bad) == 2
+    assert "missing.tsv" in capsys.readouterr().err
+
+
+def test_align_docs_cli(encoder_dir, tmp_path, capsys):
+    src = ["Open the file", "Close the window", "Delete the new folder", "Print the page"]
+    tgt = ["Mở tệp", "Đóng cửa sổ", "Xoá thư mục mới", "In trang"]
+    (tmp_path / "d.en").write_text("\n".join(src) + "\n")
+    (tmp_path / "d.vi").write_text("\n".join(tgt) + "\n")
+    argv = ["align_docs.py", "--src", str(tmp_path / "d.en"), "--tgt", str(tmp_path / "d.vi"), "--output", str(tmp_path / "a.jsonl"), "--encoder", encoder_dir]
+    assert _run_script("pipelines/align_docs.py", argv) == 0
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [(r["src"], r["tgt"]) for r in rows] == [([i], [i]) for i in range(4)]
+    assert "1-1 4" in capsys.readouterr().out
+
+
+def _run_script(path: str, argv: list[str]) -> int:
+    """Run a pipelines/ script's main() in process (as `python path argv…` would)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location(Path(path).stem, root / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv[1:])
