@@ -90,6 +90,7 @@ class ModelConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(d_model=64, layers=2, heads=4, d_ff=256),  # unit tests: trains in seconds
+    "mini": dict(d_model=128, layers=2, heads=4, d_ff=512),  # CPU budgets of a few minutes: more steps per minute
     "small": dict(d_model=256, layers=3, heads=4, d_ff=1024),  # CPU runs of minutes
     "base": dict(d_model=512, layers=6, heads=8, d_ff=2048, dropout=0.1),  # Table 3, "base"
     "big": dict(d_model=1024, layers=6, heads=16, d_ff=4096, dropout=0.3),  # Table 3, "big" (EN-DE dropout)

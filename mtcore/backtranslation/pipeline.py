@@ -148,8 +148,8 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
                     "train_limit": cfg.reverse_train_limit, "test_limit": 500, "test_beam": 4, "log_model": False,
                     "run_name": f"bt-reverse-vi-en-{stage.hash[:8]}"},
             "model": {"preset": cfg.reverse_preset, "src_lang": "vi", "tgt_lang": "en", "pre_norm": True},
-            "train": {"time_budget_min": cfg.reverse_minutes, "warmup": 1000, "lr_scale": 2.0, "max_tokens": 3000,
-                      "validate_every": 400, "dev_limit": 300, "max_epochs": 50, "seed": cfg.seed},
+            "train": {"time_budget_min": cfg.reverse_minutes, "warmup": 300, "lr_scale": 2.0, "max_tokens": 1500,
+                      "validate_every": 300, "log_every": 25, "dev_limit": 200, "max_epochs": 50, "seed": cfg.seed},
         }
     )
     if cfg.reverse_preset == "tiny":  # tests: seconds, not minutes
@@ -232,7 +232,7 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
     if len(candidates) >= 2:
         fcfg = FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold if threshold is not None else "auto")
         kept, cos_rejects, used, _, _ = filter_table(candidates, fcfg, use_ray=False)
-        cos_rejects = cos_rejects.set_column(cos_rejects.schema.get_field_index("stage"), "stage", pa.array(["synthetic_filter"] * len(cos_rejects)))
+        cos_rejects = cos_rejects.set_column(cos_rejects.schema.get_field_index("stage"), "stage", pa.array(["synthetic_filter"] * len(cos_rejects), pa.string()))
     else:
         kept, cos_rejects, used = candidates, rule_rejects.schema.empty_table(), threshold
     rejects = pa.concat_tables([rule_rejects, cos_rejects])
