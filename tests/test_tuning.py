@@ -1,0 +1,229 @@
+"""Ray Tune search: space validation, resource planning, a tiny search end to end, resume, failed trials."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import mlflow
+import pyarrow as pa
+import pytest
+import yaml
+from ray.tune import Callback
+
+from mtcore import ray_training, tuning
+from mtcore.config import ConfigError
+from mtcore.corpus import write_parquet
+from mtcore.training import toy_pairs
+from mtcore.tuning import SearchConfig, TuneError, TuneJob, plan_resources
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"
+SMALL = REPO / "experiments" / "configs" / "tune_small.yaml"
+
+
+@pytest.fixture
+def toy_corpus(tmp_path):
+    pairs = toy_pairs(300, seed=1)
+
+    def table(rows, name):
+        return pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
+                         "id": [f"{name}{i}" for i in range(len(rows))]})
+
+    paths = {}
+    for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:])):
+        paths[name] = str(write_parquet(table(rows, name), tmp_path / f"{name}.parquet"))
+    return paths
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    monkeypatch.setattr(ray_training, "RUNS_DIR", runs)
+    return runs
+
+
+def toy_overrides(toy_corpus) -> list[str]:
+    return [f"job.train_data={toy_corpus['train']}", f"job.dev_data={toy_corpus['dev']}", f"job.test_data={toy_corpus['test']}",
+            "job.vocab_size=400", "job.test_limit=10", "train.max_tokens=400", "train.max_len=32", "train.dev_limit=10",
+            "train.max_steps=16"]
+
+
+def tiny_search(toy_corpus, space: dict, overrides=(), **search) -> TuneJob:
+    d = yaml.safe_load(TINY.read_text())
+    d["search"] = {**d["search"], "space": space}
+    return TuneJob.from_dict(d, str(TINY)).with_overrides(toy_overrides(toy_corpus) + list(overrides), **search)
+
+
+# --------------------------------------------------------------------------- the space, before anything runs
+
+
+@pytest.mark.parametrize("space, culprit", [
+    ({"model.heads": {"choice": [2, 4, 6]}}, "`model.heads`: value 6"),  # tiny: d_model 64
+    ({"train.warmup": {"randint": [-10, 100]}}, "`train.warmup`: value -10"),
+    ({"train.label_smoothing": {"uniform": [0.0, 1.0]}}, "`train.label_smoothing`: value 1.0"),
+    ({"train.label_smoothing": {"choice": [0.1, -0.1]}}, "`train.label_smoothing`: value -0.1"),
+    ({"train.warmup": {"choice": [100, 2.5]}}, "`train.warmup`: value 2.5"),
+    ({"model.d_model": {"choice": [64, 100]}, "model.heads": {"choice": [4, 8]}}, "`model.d_model`=100, `model.heads`=8"),
+    ({"model.hedas": {"choice": [2]}}, "`model.hedas`: unknown key"),
+    ({"job.workers": {"choice": [1, 2]}}, "only model.* and train.*"),
+    ({"train.warmup": {"uniform": [100, 50]}}, "low < high"),
+    ({"train.warmup": {"normal": [100, 50]}}, "unknown kind"),
+    ({}, "`search.space` is empty"),
+])
+def test_impossible_space_is_rejected_naming_the_parameter(space, culprit):
+    d = yaml.safe_load(TINY.read_text())
+    d["search"]["space"] = space
+    with pytest.raises(ConfigError, match="search") as err:
+        TuneJob.from_dict(d, "tune.yaml")
+    assert culprit in str(err.value)
+
+
+def test_cli_rejects_a_bad_space_before_any_trial(tmp_path, runs_dir, capsys):
+    sys.path.insert(0, str(REPO / "experiments"))
+    import tune_transformer
+
+    d = yaml.safe_load(TINY.read_text())
+    d["search"]["space"]["model.heads"] = {"choice": [2, 3]}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    assert tune_transformer.main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "search space `model.heads`: value 3 is not allowed: `heads` (3) must divide `d_model` (64)" in err
+    assert not (runs_dir / "ray_tune").exists()
+
+
+def test_shipped_configs_load_and_sample_the_same_configs_whatever_the_scheduler():
+    for path in (TINY, SMALL):
+        tj = TuneJob.load(path)
+        assert tj.search.space and tj.search.scheduler == "asha"
+    tj = TuneJob.load(SMALL)
+    assert tj.search_name() != tj.with_overrides(scheduler="fifo").search_name()
+    assert tj.search_name() == TuneJob.load(SMALL).search_name()  # stable: --resume finds it again
+
+
+def test_optuna_missing_is_a_clear_error(monkeypatch):
+    tj = TuneJob.load(TINY, search="optuna")
+    real = tuning.importlib.util.find_spec
+    monkeypatch.setattr(tuning.importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
+    with pytest.raises(TuneError, match=r"pip install 'mtcore\[optuna\]'"):
+        tuning._searcher(tj, 1)
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@pytest.mark.parametrize("cpus, gpus, search, expected", [
+    (2, 0, {}, (2, 1, False)),  # the default on 2 cores: one trial at a time on 2 DDP workers
+    (2, 0, {"workers_per_trial": 1}, (1, 2, False)),  # or 2 trials × 1 worker
+    (2, 0, {"workers_per_trial": 1, "num_samples": 1}, (1, 1, False)),
+    (16, 4, {}, (1, 4, True)),  # a GPU cluster: one GPU worker per trial, a trial per GPU
+    (16, 4, {"workers_per_trial": 2}, (2, 2, True)),
+    (16, 4, {"gpus_per_worker": 0}, (2, 4, False)),
+])
+def test_resources_never_oversubscribe(cpus, gpus, search, expected):
+    plan = plan_resources(SearchConfig(space=(tuning.Param("model.heads", "choice", (2,)),), **search), cpus, gpus)
+    assert (plan.workers_per_trial, plan.concurrent_trials, plan.use_gpu) == expected
+    per_trial = plan.workers_per_trial
+    assert per_trial * plan.concurrent_trials <= (min(cpus, gpus) if plan.use_gpu else cpus)
+
+
+@pytest.mark.parametrize("cpus, gpus, search, message", [
+    (2, 0, {"workers_per_trial": 3}, "3 workers per trial need 3 CPUs, but the Ray cluster has 2 CPUs"),
+    (2, 0, {"workers_per_trial": 2, "concurrent_trials": 2}, "2 concurrent trials × 2 workers × 1 CPU = 4 CPUs, but the Ray cluster has 2"),
+    (2, 0, {"gpus_per_worker": 1}, "the Ray cluster has no GPUs"),
+    (16, 2, {"workers_per_trial": 4}, "4 workers per trial need 4 GPUs, but the Ray cluster has 2 GPUs"),
+])
+def test_asking_for_more_than_the_cluster_has_is_an_error(cpus, gpus, search, message):
+    with pytest.raises(TuneError) as err:
+        plan_resources(SearchConfig(space=(tuning.Param("model.heads", "choice", (2,)),), **search), cpus, gpus)
+    assert message in str(err.value)
+
+
+# --------------------------------------------------------------------------- searches on Ray
+
+
+def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_trial(
+    ray_local, mlflow_uri, runs_dir, toy_corpus
+):
+    # max_positions 4 passes the config check but every batch is longer: that trial crashes at its first step.
+    # (It goes first, so that the other trials overlap with it and with each other: 2 trials × 1 worker.)
+    space = {"model.max_positions": {"grid": [4, 256, 128]}, "train.warmup": {"choice": [10, 40]}}
+    tj = tiny_search(toy_corpus, space, num_samples=1, workers_per_trial=1)  # 2 trials × 1 worker at a time
+    out = tuning.run_search(tj, verbose=0)
+
+    assert out.plan.concurrent_trials == 2 and out.plan.workers_per_trial == 1 and not out.interrupted
+    by_positions = {r.values["model.max_positions"]: r for r in out.rows}
+    assert sorted(by_positions) == [4, 128, 256]
+    assert by_positions[4].status == "FAILED" and "max_positions" in by_positions[4].error
+    assert {by_positions[p].status for p in (128, 256)} <= {"COMPLETED", "STOPPED"}
+    assert out.best in (by_positions[128], by_positions[256]) and out.best.steps > 0
+    assert out.test["test/bleu_signature"].startswith("nrefs:1") and out.test["test/bleu"] >= 0
+    table = tuning.format_table(out.rows, tj.search.space)
+    assert "FAILED" in table and "stopped early" in table and "max_positions" in table
+
+    client = mlflow.MlflowClient(mlflow_uri)
+    experiment = client.get_experiment_by_name("tune_transformer")
+    parent = client.get_run(out.parent_run_id)
+    assert parent.info.run_name == out.name and parent.info.status == "FINISHED"
+    assert parent.info.experiment_id == experiment.experiment_id
+    assert parent.data.metrics["best/test_bleu"] == pytest.approx(out.test["test/bleu"])
+    assert parent.data.params["space.model.max_positions"] == "grid [4, 256, 128]"
+    children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{out.parent_run_id}'")
+    assert len(children) == 3
+    status = {int(c.data.params["model.max_positions"]): c.info.status for c in children}
+    assert status[4] == "FAILED" and "max_positions" in next(
+        c for c in children if c.data.params["model.max_positions"] == "4").data.tags["mtcore.tune.error"]
+    for c in children:
+        if c.data.params["model.max_positions"] != "4":
+            assert "dev/bleu" in c.data.metrics and c.info.status in ("FINISHED", "KILLED")
+            assert c.data.tags["mtcore.tune.stopped_early"] == ("true" if c.info.status == "KILLED" else "false")
+
+    versions = client.search_model_versions("name = 'mtcore-en-vi-transformer'")
+    assert len(versions) == 1 and out.registered == "mtcore-en-vi-transformer/1"
+    assert versions[0].run_id == out.best.mlflow_run_id
+    translator = mlflow.pyfunc.load_model("models:/mtcore-en-vi-transformer/1")
+    assert all(isinstance(t, str) for t in translator.predict(["the big cat is here"]))
+
+
+class InterruptAfterFirstTrial(Callback):
+    """Presses Ctrl-C once (SIGUSR1: Tune's graceful stop, as for SIGINT) when the first trial ends."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if not self.marker.exists():  # restored with the search: it must not interrupt the resumed run
+            self.marker.write_text(trial.trial_id)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def test_interrupted_search_resumes_without_rerunning_finished_trials(ray_local, mlflow_uri, runs_dir, toy_corpus, tmp_path):
+    space = {"model.heads": {"grid": [2, 4]}}
+    # The default plan: 1 trial at a time × 2 DDP workers; one validation per trial keeps it short.
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=8"], num_samples=1, scheduler="fifo")
+    marker = tmp_path / "interrupted"
+    first = tuning.run_search(tj, tune_callbacks=[InterruptAfterFirstTrial(marker)], verbose=0)
+    assert first.interrupted and first.plan.workers_per_trial == 2 and first.plan.concurrent_trials == 1
+    done = [r for r in first.rows if r.status == "COMPLETED"]
+    assert [r.trial_id for r in done] == [marker.read_text()]
+    client = mlflow.MlflowClient(mlflow_uri)
+    assert client.get_run(first.parent_run_id).info.status == "KILLED"
+
+    with pytest.raises(TuneError, match="--resume"):
+        tuning.run_search(tj, verbose=0)  # a fresh start would silently drop the finished trial
+    again = tuning.run_search(tj, resume=True, verbose=0)
+    assert not again.interrupted and again.parent_run_id == first.parent_run_id
+    assert sorted(r.status for r in again.rows) == ["COMPLETED", "COMPLETED"]
+    kept = next(r for r in again.rows if r.trial_id == done[0].trial_id)
+    assert kept.steps == done[0].steps and kept.mlflow_run_id == done[0].mlflow_run_id
+    assert kept.minutes == done[0].minutes  # Tune holds no new result for it: it did not run again
+    # Neither retrained nor re-evaluated: one validation and one test score in its MLflow run.
+    assert [m.step for m in client.get_metric_history(kept.mlflow_run_id, "dev/bleu")] == [8]
+    assert len(client.get_metric_history(kept.mlflow_run_id, "test/bleu")) == 1
+    children = client.search_runs([client.get_run(first.parent_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{first.parent_run_id}'")
+    assert len(children) == 2
+    assert client.get_run(again.parent_run_id).info.status == "FINISHED" and again.registered
