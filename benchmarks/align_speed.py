@@ -16,7 +16,6 @@ import sys
 import time
 from datetime import date
 
-import pyarrow as pa
 import torch
 
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document

@@ -40,7 +40,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 

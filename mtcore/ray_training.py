@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtcore.config import ConfigError
 from mtcore.jobs import TrainingJob
 from mtcore.paths import RAW_PARALLEL, RUNS_DIR
 
@@ -326,11 +325,3 @@ def _mark_failed(inputs: PreparedInputs) -> None:
         mlflow.MlflowClient(tracking_uri=inputs.tracking_uri).set_terminated(inputs.mlflow_run_id, status="FAILED")
     except Exception as err:  # noqa: BLE001
         log.warning("could not mark the MLflow run failed: %s", err)
-
-
-def parse_overrides(items: list[str]) -> list[str]:
-    bad = [i for i in items if "=" not in i]
-    if bad:
-        raise ConfigError(f"overrides must look like section.key=value, got {bad}")
-    return list(items)
-

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from mtcore.batching import TokenBatchSampler, collate, plan_batches
 from mtcore.config import ModelConfig, TrainConfig

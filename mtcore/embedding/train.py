@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -32,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import torch
 from torch import nn
 
@@ -40,7 +38,6 @@ from mtcore.embedding.encoder import (
     DualEncoder,
     EncoderConfig,
     EncoderError,
-    SentenceEncoder,
     pad_batch,
     save_encoder,
 )
