@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -80,3 +81,51 @@ def test_bad_inputs_fail_before_work(tmp_path, bt_inputs):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o3").__dict__, "reverse_model": str(tmp_path / "nope")}))
     with pytest.raises(BTError, match="--mode must be one of"):
         BTConfig(mode="greedy")
+
+
+def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, bt_inputs):
+    import importlib.util
+
+    import mlflow
+
+    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    spec = importlib.util.spec_from_file_location("bt_effect", Path(__file__).resolve().parent.parent / "experiments/bt_effect.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    held_out = toy_pairs(60, seed=11)
+    for name, rows in (("dev", held_out[:30]), ("test", held_out[30:])):
+        (tmp_path / f"{name}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--reverse-minutes", "0.05",
+            "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400", "--test-limit", "10",
+            "--variants", "a_real_only,c_noised", "--encoder", str(bt_inputs / "encoder"),
+            "--dev", str(tmp_path / "dev.tsv"), "--test", str(tmp_path / "test.tsv"), "--output", str(tmp_path / "effect")]
+    assert module.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("a_real_only", "c_noised"))}
+    assert set(rows) == {"a_real_only", "c_noised"}
+    assert rows["a_real_only"][1] == "0" and int(rows["c_noised"][1].replace(",", "")) > 0  # synthetic pairs used
+    assert rows["a_real_only"][2] == rows["c_noised"][2] == "4"  # the same step budget
+    runs = mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")
+    names = {r.info.run_name for r in runs}
+    assert {"bt-effect-a_real_only-tiny-4steps", "bt-effect-c_noised-tiny-4steps"} <= names
+    assert all("test/bleu" in r.data.metrics for r in runs if r.info.run_name.startswith("bt-effect-"))
+    with pytest.raises(SystemExit):  # an unknown variant is refused before any work
+        module.main(args[:-2] + ["--variants", "z_magic"])
+
+
+def test_reverse_model_with_a_foreign_vocabulary_is_refused(tmp_path, bt_inputs):
+    import torch
+
+    from mtcore.checkpoint import save_checkpoint
+    from mtcore.config import ModelConfig, TrainConfig
+    from mtcore.model import build_model
+    from mtcore.tokenizer import train_tokenizer
+
+    english = [f"open file number {i} and save the {w} document" for i in range(200) for w in ("old", "new")]
+    tokenizer = train_tokenizer(english, tmp_path / "spm.model", vocab_size=320)
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("tiny", src_lang="vi", tgt_lang="en")
+    save_checkpoint(tmp_path / "ckpt", build_model(cfg, vocab_size=tokenizer.vocab_size), tokenizer, train_cfg=TrainConfig(), step=1)
+    with pytest.raises(BTError, match=r"vocabulary does not match the monolingual text \(\d+% of pieces"):
+        run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o").__dict__, "reverse_model": str(tmp_path / "ckpt")}))
+    assert not (tmp_path / "o" / "01_clean").exists()  # refused before any stage ran

@@ -72,8 +72,8 @@ def read_mono(path: str | Path) -> pa.Table:
     return table.select(["text", "origin", "id"])
 
 
-def check_reverse_model(spec: str) -> str | None:
-    """A given reverse model must translate vi→en and its vocabulary must cover Vietnamese; `None` = train one."""
+def check_reverse_model(spec: str, mono_sample: list[str]) -> str | None:
+    """A given reverse model must translate vi→en and its vocabulary must cover the monolingual text; `None` = train one."""
     if spec == "train":
         return None
     directory = resolve_model_dir(spec)
@@ -85,13 +85,12 @@ def check_reverse_model(spec: str) -> str | None:
         raise BTError(f"--reverse-model {spec}: not a usable checkpoint: {err}") from None
     if ckpt.model_cfg.direction != "vi-en":
         raise BTError(f"--reverse-model {spec} translates {ckpt.model_cfg.direction}; back-translation needs vi-en")
-    probe = ["Không thể mở tập tin", "Lưu tài liệu trước khi thoát?", "Đường dẫn không hợp lệ"]
-    pieces = [p for seq in ckpt.tokenizer.encode_pieces(probe) for p in seq]
+    pieces = [p for seq in ckpt.tokenizer.encode_pieces(mono_sample) for p in seq]
     byte_share = sum(p.startswith("<0x") for p in pieces) / max(1, len(pieces))
     if byte_share > 0.2:
         raise BTError(
-            f"--reverse-model {spec}: its vocabulary does not match Vietnamese text "
-            f"({byte_share:.0%} of pieces fall back to bytes); it was trained on other data"
+            f"--reverse-model {spec}: its vocabulary does not match the monolingual text "
+            f"({byte_share:.0%} of pieces of its first {len(mono_sample)} sentences fall back to bytes); it was trained on other data"
         )
     return str(directory)
 
@@ -283,7 +282,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)
-    given = check_reverse_model(cfg.reverse_model)
+    given = check_reverse_model(cfg.reverse_model, mono["text"].slice(0, 200).to_pylist())
     if cfg.encoder != "builtin" and not Path(cfg.encoder).is_dir():
         from mtcore.embedding import load_encoder
 
