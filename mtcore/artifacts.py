@@ -60,9 +60,10 @@ def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -
         maps = attention_maps(ckpt.model, src, tgt_in)
         src_tokens = [sp.id_to_piece(t) for t in src_ids[0]]
         tgt_tokens = ["<s>"] + [sp.id_to_piece(t) for t in hyp]
-        enc = maps["encoder"][-1][0].mean(0).float().numpy()  # (S, S)
+        if maps.get("encoder"):  # the RNN (model.arch: rnn) has no encoder self-attention
+            enc = maps["encoder"][-1][0].mean(0).float().numpy()  # (S, S)
+            paths.append(attention_heatmap(enc, src_tokens, src_tokens, f"encoder self-attention, last layer: {text[:50]}", out_dir / f"encoder_self_attention_{i}.png"))
         cross = maps["cross"][-1][0].mean(0).float().numpy()  # (T, S)
-        paths.append(attention_heatmap(enc, src_tokens, src_tokens, f"encoder self-attention, last layer: {text[:50]}", out_dir / f"encoder_self_attention_{i}.png"))
         paths.append(attention_heatmap(cross, src_tokens, tgt_tokens, f"decoder cross-attention, last layer: {text[:50]}", out_dir / f"cross_attention_{i}.png"))
     return paths
 

@@ -28,7 +28,7 @@ import torch
 
 from mtcore import __version__
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.model import Transformer, build_model
+from mtcore.model import Seq2Seq, build_model
 from mtcore.tokenizer import Tokenizer
 
 WEIGHTS, CONFIG, SPM, TRAIN_STATE = "model.pt", "config.json", "spm.model", "train_state.pt"
@@ -38,7 +38,7 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used as asked; the message names the file or parameter at fault."""
 
 
-def unwrap(model: torch.nn.Module) -> Transformer:
+def unwrap(model: torch.nn.Module) -> Seq2Seq:
     """The bare model under DistributedDataParallel / torch.compile wrappers."""
     while hasattr(model, "module") or hasattr(model, "_orig_mod"):
         model = getattr(model, "module", None) or model._orig_mod
@@ -52,7 +52,7 @@ def tokenizer_fingerprint(tokenizer: Tokenizer) -> dict[str, Any]:
 @dataclass
 class Checkpoint:
     path: Path
-    model: Transformer
+    model: Seq2Seq
     model_cfg: ModelConfig
     tokenizer: Tokenizer
     train_cfg: TrainConfig | None

@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 
-ARCHS = ("transformer",)  # "rnn" is reserved for a later baseline
+ARCHS = ("transformer", "rnn")  # rnn: the attention RNN encoder-decoder of `mtcore.rnn`
+RNN_CELLS = ("gru", "lstm")
+RNN_ATTENTIONS = ("bahdanau", "dot", "general")  # additive (Bahdanau et al. 2015); Luong et al. 2015 §3.1
 
 
 class ConfigError(ValueError):
@@ -31,14 +33,24 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Encoder-decoder shape. Defaults: the base model of Vaswani et al. 2017, Table 3."""
+    """Encoder-decoder shape. Defaults: the base model of Vaswani et al. 2017, Table 3.
 
-    arch: str = "transformer"
+    `arch: rnn` selects the attention RNN encoder-decoder (`mtcore.rnn`): `d_model` is then the
+    (shared, tied) embedding size, `layers` the recurrent layers of encoder and decoder, and
+    the `rnn_*` keys, `input_feeding` and `teacher_forcing` apply; `heads` and `d_ff` do not.
+    """
+
+    arch: str = "transformer"  # transformer | rnn
     vocab_size: int = 0  # 0 = take it from the tokenizer when the model is built
     d_model: int = 512
     layers: int = 6  # N, the same for encoder and decoder
     heads: int = 8
     d_ff: int = 2048
+    rnn_cell: str = "lstm"  # gru | lstm (rnn only)
+    rnn_hidden: int = 0  # rnn only: decoder units = 2 x encoder units per direction; 0 = d_model
+    rnn_attention: str = "general"  # bahdanau | dot | general (rnn only); general: Luong's best with input feeding
+    input_feeding: bool = True  # rnn only: the last attentional vector is fed to the next step (Luong §3.3)
+    teacher_forcing: float = 1.0  # rnn only: probability of feeding the gold previous token (the reference code: 0.5)
     dropout: float = 0.1  # residual + embedding dropout, §5.4
     attention_dropout: float = 0.0  # the paper drops residuals only; the Annotated Transformer also drops attention
     pre_norm: bool = False  # True: LayerNorm before each sublayer (Wang et al. 2019), steadier for deep/large-lr runs
@@ -54,10 +66,23 @@ class ModelConfig:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
         if self.vocab_size < 0:
             raise ConfigError(f"`vocab_size` ({self.vocab_size}) must be >= 0 (0 = from the tokenizer)")
-        if self.d_model % self.heads:
-            raise ConfigError(f"`heads` ({self.heads}) must divide `d_model` ({self.d_model})")
-        if self.d_model % 2:
-            raise ConfigError(f"`d_model` ({self.d_model}) must be even: sinusoidal positions pair sin and cos")
+        if self.rnn_cell not in RNN_CELLS:
+            raise ConfigError(f"`rnn_cell` {self.rnn_cell!r}: choose from {list(RNN_CELLS)}")
+        if self.rnn_attention not in RNN_ATTENTIONS:
+            raise ConfigError(f"`rnn_attention` {self.rnn_attention!r}: choose from {list(RNN_ATTENTIONS)}")
+        if self.rnn_hidden < 0:
+            raise ConfigError(f"`rnn_hidden` ({self.rnn_hidden}) must be >= 0 (0 = d_model)")
+        if not 0.0 <= self.teacher_forcing <= 1.0:
+            raise ConfigError(f"`teacher_forcing` ({self.teacher_forcing}) must be in [0, 1]")
+        if self.arch == "transformer":
+            if self.d_model % self.heads:
+                raise ConfigError(f"`heads` ({self.heads}) must divide `d_model` ({self.d_model})")
+            if self.d_model % 2:
+                raise ConfigError(f"`d_model` ({self.d_model}) must be even: sinusoidal positions pair sin and cos")
+        elif (self.rnn_hidden or self.d_model) % 2:
+            which = "rnn_hidden" if self.rnn_hidden else "d_model"
+            raise ConfigError(f"`{which}` ({self.rnn_hidden or self.d_model}) must be even: "
+                              "the bidirectional encoder gives each direction half")
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be in [0, 1)")

@@ -2,9 +2,11 @@
 
 Every search is written once over a *stepper* that returns next-token log-probabilities
 for a batch of prefixes:
-- `_CachedStepper` feeds one new position per step (`Transformer.decode_step`):
+- `_CachedStepper` feeds one new position per step (`model.decode_step`). Transformer:
   self-attention keys/values grow by one position, cross-attention keys/values are
-  projected once per source and reordered with the beams;
+  projected once per source and reordered with the beams. RNN (`mtcore.rnn`): the cache is
+  the recurrent state and the last attentional vector (fixed size), plus the encoder states
+  and their attention keys, computed once per source; all are reordered with the beams;
 - `_NaiveStepper` re-runs the decoder over the whole prefix each step (the Annotated
   Transformer's `greedy_decode`), kept as the reference for tests and benchmarks.
 Both must give the same output (`use_cache=False` selects the naive one).
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from mtcore.batching import pad
-from mtcore.model import Transformer
+from mtcore.model import Seq2Seq
 from mtcore.noise import noise_text
 from mtcore.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
 
@@ -37,7 +39,7 @@ DEFAULT_LEN_PENALTY = 0.7  # GNMT alpha (DESIGN.md)
 
 
 class _CachedStepper:
-    def __init__(self, model: Transformer, src: torch.Tensor):
+    def __init__(self, model: Seq2Seq, src: torch.Tensor):
         self.model = model
         memory, self.src_mask = model.encode(src)  # (B, S, d), (B, 1, 1, S)
         self.cache = model.init_cache(memory)
@@ -54,7 +56,7 @@ class _CachedStepper:
 
 
 class _NaiveStepper:
-    def __init__(self, model: Transformer, src: torch.Tensor):
+    def __init__(self, model: Seq2Seq, src: torch.Tensor):
         self.model = model
         self.memory, self.src_mask = model.encode(src)
 
@@ -75,7 +77,7 @@ def _stepper(model, src, use_cache):
     return (_CachedStepper if use_cache else _NaiveStepper)(model, src)
 
 
-def max_lengths(model: Transformer, src: torch.Tensor, a: float, b: int) -> torch.Tensor:
+def max_lengths(model: Seq2Seq, src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     """Per sentence: a * src_len + b output tokens (EOS included), within the position table."""
     src_len = (src != PAD_ID).sum(dim=1)  # (B,)
     limit = (a * src_len.float()).floor().long() + b
@@ -113,7 +115,7 @@ def _strip(seq: list[int]) -> list[int]:
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Transformer,
+    model: Seq2Seq,
     src: torch.Tensor,  # (B, S) source ids + EOS, PAD-padded
     *,
     max_len_a: float = DEFAULT_MAX_LEN_A,
@@ -156,7 +158,7 @@ def _sampler(cfg: Sampling, generator: torch.Generator | None):
 
 @torch.inference_mode()
 def sample_decode(
-    model: Transformer,
+    model: Seq2Seq,
     src: torch.Tensor,
     sampling: Sampling = Sampling(),
     *,
@@ -179,7 +181,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer,
+    model: Seq2Seq,
     src: torch.Tensor,  # (B, S)
     *,
     beam: int = 5,
@@ -264,7 +266,7 @@ def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool =
 
 @torch.inference_mode()
 def translate_ids(
-    model: Transformer,
+    model: Seq2Seq,
     sources: Sequence[list[int]],
     *,
     beam: int = 1,
@@ -300,7 +302,7 @@ def translate_ids(
 
 
 def translate(
-    model: Transformer,
+    model: Seq2Seq,
     tokenizer: Tokenizer,
     texts: Sequence[str],
     *,
@@ -314,7 +316,7 @@ def translate(
 
 
 def back_translate(
-    model: Transformer,
+    model: Seq2Seq,
     tokenizer: Tokenizer,
     texts: Sequence[str],
     *,

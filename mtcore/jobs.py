@@ -3,7 +3,8 @@
 A job file (`experiments/configs/NAME.yaml`) has three sections: `job` (this
 module: data, workers, run name, tracking), `model` and `train`
 (`mtcore.config`). `key=value` overrides address any of them:
-`job.workers=1 model.heads=4 train.warmup=2000`.
+`job.workers=1 model.heads=4 train.warmup=2000`; `model.arch=rnn` trains the attention
+RNN encoder-decoder instead of the Transformer (`mtcore.rnn`).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ class TrainingJob:
         if self.job.run_name:
             return self.job.run_name
         m, t = self.run.model, self.run.train
-        return (
-            f"{m.arch}-d{m.d_model}-L{m.layers}-h{m.heads}-w{t.warmup}-ls{t.label_smoothing:g}"
-            f"-{m.direction}-{self.fingerprint()[:6]}"
-        )
+        if m.arch == "rnn":  # cell, attention and hidden size, where the Transformer has heads
+            shape = f"rnn-{m.rnn_cell}-{m.rnn_attention}-d{m.d_model}-H{m.rnn_hidden or m.d_model}-L{m.layers}"
+        else:
+            shape = f"{m.arch}-d{m.d_model}-L{m.layers}-h{m.heads}"
+        return f"{shape}-w{t.warmup}-ls{t.label_smoothing:g}-{m.direction}-{self.fingerprint()[:6]}"

@@ -14,6 +14,9 @@ Deviations from the paper, all deliberate:
   (computed once per source), so a decoding step costs one position, not the prefix.
 
 Masks are boolean, True = may attend.
+
+`build_model` builds either architecture from `ModelConfig.arch`: this Transformer or the
+attention RNN encoder-decoder of `mtcore.rnn`, which has the same interface (`Seq2Seq`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mtcore.config import ModelConfig
+from mtcore.rnn import RNNSeq2Seq
+from mtcore.rnn import init_weights as init_rnn_weights
 from mtcore.tokenizer import PAD_ID
-
 
 # --------------------------------------------------------------------------- parts
 
@@ -260,18 +264,34 @@ class Transformer(nn.Module):
             y = layer(y, None, src_mask, layer_cache)
         return self.logits(self.dec_norm(y))[:, -1]  # (B, V)
 
+    def attention_groups(self) -> dict[str, list[MultiHeadAttention]]:
+        """The attention sublayers `record_attention` can keep weights of, by kind."""
+        return {
+            "encoder": [layer.self_attn for layer in self.encoder],
+            "decoder": [layer.self_attn for layer in self.decoder],
+            "cross": [layer.cross_attn for layer in self.decoder],
+        }
 
-def build_model(cfg: ModelConfig, vocab_size: int | None = None) -> Transformer:
-    """The one factory: resolves the vocabulary size and initialises weights.
 
-    Linear layers: Xavier-uniform (as the Annotated Transformer); the shared embedding:
-    N(0, d_model^-0.5), so that after the sqrt(d_model) scaling inputs have unit variance
-    and the tied output projection starts with small logits.
+Seq2Seq = Transformer | RNNSeq2Seq  # what `build_model` returns: one interface, two architectures
+
+
+def build_model(cfg: ModelConfig, vocab_size: int | None = None) -> Seq2Seq:
+    """The one factory: resolves the vocabulary size, picks the architecture (`cfg.arch`) and
+    initialises weights (the RNN's: `mtcore.rnn.init_weights`).
+
+    Transformer linear layers: Xavier-uniform (as the Annotated Transformer); the shared
+    embedding: N(0, d_model^-0.5), so that after the sqrt(d_model) scaling inputs have unit
+    variance and the tied output projection starts with small logits.
     """
     if vocab_size is not None:
         if cfg.vocab_size and cfg.vocab_size != vocab_size:
             raise ValueError(f"config `vocab_size` ({cfg.vocab_size}) differs from the tokenizer's ({vocab_size})")
         cfg = ModelConfig(**{**cfg.to_dict(), "vocab_size": vocab_size})
+    if cfg.arch == "rnn":
+        model = RNNSeq2Seq(cfg)
+        init_rnn_weights(model)
+        return model
     model = Transformer(cfg)
     for name, p in model.named_parameters():
         if p.dim() == 2 and name != "embed.weight":
@@ -292,20 +312,18 @@ def count_parameters(model: nn.Module) -> int:
 
 
 @contextlib.contextmanager
-def record_attention(model: Transformer):
+def record_attention(model: Seq2Seq):
     """Inside the block, attention sublayers keep their weights (slow path):
 
         with record_attention(model) as maps:
             model(src, tgt_in)
-        maps["encoder"][layer]  # (B, heads, S, S) encoder self-attention
+        maps["encoder"][layer]  # (B, heads, S, S) encoder self-attention (Transformer only)
         maps["cross"][layer]    # (B, heads, T, S) decoder attention over the source
-        maps["decoder"][layer]  # (B, heads, T, T) decoder self-attention
+        maps["decoder"][layer]  # (B, heads, T, T) decoder self-attention (Transformer only)
+
+    The RNN has one attention, over the source: `maps == {"cross": [(B, 1, T, S)]}`.
     """
-    groups = {
-        "encoder": [layer.self_attn for layer in model.encoder],
-        "decoder": [layer.self_attn for layer in model.decoder],
-        "cross": [layer.cross_attn for layer in model.decoder],
-    }
+    groups = model.attention_groups()
     maps: dict[str, list[torch.Tensor]] = {}
     for attns in groups.values():
         for a in attns:
@@ -320,8 +338,8 @@ def record_attention(model: Transformer):
 
 
 @torch.no_grad()
-def attention_maps(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
-    """Encoder self-attention and decoder cross-attention (per layer, (B, heads, ., S)) for heatmaps,
+def attention_maps(model: Seq2Seq, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, list[torch.Tensor]]:
+    """Encoder self-attention (Transformer only) and decoder cross-attention (per layer, (B, heads, ., S)) for heatmaps,
     teacher-forced on a given translation `tgt_in` (BOS + tokens)."""
     was_training = model.training
     model.eval()

@@ -221,9 +221,15 @@ def train_worker(config: dict[str, Any]) -> None:
             (directory / "validation.json").write_text(json.dumps(extras, ensure_ascii=False, indent=2))
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(directory))
 
+    def on_epoch(epoch: int, batches: list[list[int]]) -> None:
+        if epoch == 0:  # which pairs this rank trains on: disjoint shares by construction, and this shows it
+            shard = Path(inputs.storage_path) / inputs.run_name / "shards" / f"rank-{rank}.json"
+            shard.parent.mkdir(parents=True, exist_ok=True)
+            shard.write_text(json.dumps({"rank": rank, "epoch": 0, "pairs": sorted(i for b in batches for i in b)}))
+
     fit(
         run_cfg.train, run_cfg.model, train_pairs, dev_pairs, tokenizer,
-        device=device, on_step=on_step, on_validation=on_validation, state=state,
+        device=device, on_step=on_step, on_validation=on_validation, on_epoch=on_epoch, state=state,
     )
 
 

@@ -1,5 +1,9 @@
 """The per-worker training loop: plain PyTorch, DDP-aware, usable without Ray.
 
+The model is either architecture of `build_model` (`model_cfg.arch`: transformer | rnn);
+both train with the same loss, optimiser and schedule (the Noam schedule's d_model is the
+embedding size; an RNN usually wants a smaller `lr_scale`, see experiments/configs/rnn_small.yaml).
+
 Loss: label-smoothed cross-entropy (§5.4, Szegedy et al. 2016) over non-padding
 targets. Schedule: lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
 (§5.3, Eq. 3). Optimiser: Adam(0.9, 0.98, eps 1e-9). Gradient clipping, gradient
@@ -38,7 +42,7 @@ from mtcore.batching import TokenBatchSampler, collate, plan_batches
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.decoding import encode_sources, translate_ids
 from mtcore.metrics import corpus_bleu, corpus_chrf
-from mtcore.model import Transformer, build_model
+from mtcore.model import Seq2Seq, build_model
 from mtcore.tokenizer import PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -143,7 +147,7 @@ class TrainState:
     directory: `save_checkpoint(dir, ts.model, tok, train_state=ts.to_dict(include_model=False))`
     then `fit(..., state=load_train_state(dir))`."""
 
-    model: Transformer
+    model: Seq2Seq
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     step: int = 0  # optimiser updates done
@@ -180,7 +184,7 @@ class TrainState:
 
 @dataclass
 class TrainResult:
-    model: Transformer
+    model: Seq2Seq
     state: TrainState
     stop_reason: str  # max_steps | max_epochs | patience | time_budget
     steps: int
@@ -195,7 +199,7 @@ class TrainResult:
 
 
 @torch.inference_mode()
-def dev_loss(model: Transformer, encoded, max_tokens: int, device: torch.device, autocast) -> tuple[float, float]:
+def dev_loss(model: Seq2Seq, encoded, max_tokens: int, device: torch.device, autocast) -> tuple[float, float]:
     """(sum of per-token NLL, target tokens) over this rank's share of `encoded`."""
     if not encoded:
         return 0.0, 0.0
@@ -213,7 +217,7 @@ def dev_loss(model: Transformer, encoded, max_tokens: int, device: torch.device,
 
 
 def validate(
-    model: Transformer,
+    model: Seq2Seq,
     tokenizer: Tokenizer,
     dev_encoded,
     dev_pairs: Pairs,
@@ -266,6 +270,7 @@ def fit(
     device: str | torch.device = "cpu",
     on_step: Callable[[dict[str, float]], None] | None = None,
     on_validation: Callable[[dict[str, float], TrainState], None] | None = None,
+    on_epoch: Callable[[int, list[list[int]]], None] | None = None,
     state: dict[str, Any] | None = None,
     time_budget_s: float | None = None,
 ) -> TrainResult:
@@ -274,6 +279,8 @@ def fit(
     `train_pairs`/`dev_pairs` are (source, target) texts in the model's direction
     (`oriented_pairs` swaps corpus columns). `state` is `TrainState.to_dict()` of an earlier
     run (weights included) to resume from. `time_budget_s` overrides `train_cfg.time_budget_min`.
+    `on_epoch(epoch, batches)` sees this rank's batches (indices into the encoded training pairs)
+    before each epoch: the record of its share.
     """
     device = torch.device(device)
     rank, world = dist_info()
@@ -336,6 +343,8 @@ def fit(
             break
         sampler.set_epoch(ts.epoch)
         batches = list(sampler)
+        if on_epoch is not None:
+            on_epoch(ts.epoch, batches)
         groups = [batches[i : i + acc] for i in range(0, len(batches), acc)]
         for group in groups[ts.groups_done :]:
             net.train()

@@ -1,11 +1,13 @@
-"""Ray Tune search over Transformer hyperparameters; every trial is a Ray Train DDP run.
+"""Ray Tune search over model hyperparameters (and the architecture); every trial is a Ray Train DDP run.
 
 Three pieces, kept apart (as in Ray's Train V2 + Tune examples):
 - the search space (`Param`, `SearchConfig`): a `search:` section next to the
   job/model/train base of a job file; each key is a `model.*` or `train.*` field and
   each sampled value becomes an override of the base `TrainingJob`. Every value of
   every choice and both ends of every range are checked against `ModelConfig` /
-  `TrainConfig` (alone and in combination) before any trial starts;
+  `TrainConfig` (alone and in combination) before any trial starts. `model.arch` may be
+  searched (`{choice: [transformer, rnn]}`), so that one MLflow comparison shows both
+  architectures; every other key is checked against each architecture in the space;
 - the trial (`_trial`): a Tune *driver function* that builds the trial's job and calls
   `mtcore.ray_training.run_training` (in a task outside the trial's CPU-less placement
   group), whose Train workers report dev BLEU at each validation; `ValidationReportCallback`
@@ -304,7 +306,7 @@ class TuneJob:
         return f"tune-{m.arch}-d{m.d_model}-L{m.layers}-{keys}-{s.scheduler}-{s.search}-n{s.num_samples}-{m.direction}-{digest}"
 
 
-_SHORT = {"heads": "heads", "warmup": "warmup", "label_smoothing": "ls", "lr_scale": "lr", "dropout": "drop", "layers": "layers"}
+_SHORT = {"arch": "arch", "heads": "heads", "warmup": "warmup", "label_smoothing": "ls", "lr_scale": "lr", "dropout": "drop", "layers": "layers"}
 
 
 def validate_space(base: TrainingJob, space: tuple[Param, ...]) -> None:
@@ -318,7 +320,7 @@ def validate_space(base: TrainingJob, space: tuple[Param, ...]) -> None:
         fields = {f.name for f in dataclasses.fields(SEARCHABLE[section])}
         if name not in fields:
             raise ConfigError(f"search space `{p.key}`: unknown key; {section} keys are {sorted(fields)}")
-        if section == "model" and name in ("arch", "src_lang", "tgt_lang", "vocab_size"):
+        if section == "model" and name in ("src_lang", "tgt_lang", "vocab_size"):
             raise ConfigError(f"search space `{p.key}`: not a hyperparameter; set it in the `model` section")
         for value in p.candidates():
             try:
@@ -591,9 +593,10 @@ def format_table(rows: list[TrialRow], space: tuple[Param, ...]) -> str:
 # --------------------------------------------------------------------------- the driver
 
 
-def registered_name(tj: TuneJob) -> str:
+def registered_name(tj: TuneJob, arch: str | None = None) -> str:
+    """`arch`: the best trial's, when the architecture was searched."""
     m = tj.base.run.model
-    return tj.search.register_as or f"mtcore-{m.src_lang}-{m.tgt_lang}-{m.arch}"
+    return tj.search.register_as or f"mtcore-{m.src_lang}-{m.tgt_lang}-{arch or m.arch}"
 
 
 def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool) -> str:
@@ -804,7 +807,7 @@ def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, ctx: 
         info = log_translator(best_dir)
     client.set_tag(best.mlflow_run_id, "mtcore.tune.best", "true")
     if tj.search.register_as != "-":
-        version = mlflow.register_model(info.model_uri, registered_name(tj), tags={
+        version = mlflow.register_model(info.model_uri, registered_name(tj, best.values.get("model.arch")), tags={
             "search": outcome.name, "trial_id": best.trial_id, "dev_bleu": f"{best.best_dev_bleu:.2f}",
             "test_bleu": f"{test['test/bleu']:.2f}", "mlflow_run_id": best.mlflow_run_id,
         })

@@ -107,7 +107,7 @@ def test_attention_weights_only_on_demand_and_consistent():
         (dict(heads=6), "`heads` (6) must divide `d_model` (512)"),
         (dict(d_model=511, heads=7), "`d_model` (511) must be even"),
         (dict(dropout=1.5), "`dropout` (1.5) must be in [0, 1)"),
-        (dict(arch="rnn"), "`arch` 'rnn' is not available"),
+        (dict(arch="lstm"), "`arch` 'lstm' is not available; choose from ['transformer', 'rnn']"),
         (dict(layers=0), "`layers` (0) must be positive"),
         (dict(src_lang="vi"), "`src_lang` and `tgt_lang` are both 'vi'"),
     ],

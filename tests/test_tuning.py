@@ -72,6 +72,11 @@ def tiny_search(toy_corpus, space: dict, overrides=(), **search) -> TuneJob:
     ({"train.warmup": {"uniform": [100, 50]}}, "low < high"),
     ({"train.warmup": {"normal": [100, 50]}}, "unknown kind"),
     ({}, "`search.space` is empty"),
+    ({"model.arch": {"choice": ["transformer", "rnn"]}, "model.heads": {"choice": [4, 6]}}, "`model.heads`: value 6"),
+    ({"model.arch": {"choice": ["transformer", "gru"]}}, "`model.arch`: value 'gru'"),
+    ({"model.arch": {"choice": ["transformer", "rnn"]}, "model.rnn_hidden": {"choice": [64, 33]}},
+     "`model.arch`='rnn', `model.rnn_hidden`=33 together are not allowed: `rnn_hidden` (33) must be even"),
+    ({"model.src_lang": {"choice": ["en"]}}, "`model.src_lang`: not a hyperparameter"),
 ])
 def test_impossible_space_is_rejected_naming_the_parameter(space, culprit):
     d = yaml.safe_load(TINY.read_text())
@@ -102,6 +107,15 @@ def test_shipped_configs_load_and_sample_the_same_configs_whatever_the_scheduler
     tj = TuneJob.load(SMALL)
     assert tj.search_name() != tj.with_overrides(scheduler="fifo").search_name()
     assert tj.search_name() == TuneJob.load(SMALL).search_name()  # stable: --resume finds it again
+
+
+def test_the_architecture_is_a_searchable_choice():
+    tj = TuneJob.load(REPO / "experiments" / "configs" / "tune_arch.yaml")
+    assert tj.search.space[0].key == "model.arch" and "-arch-" in tj.search_name()
+    jobs = [tuning.apply_overrides(tj.base, {"model.arch": arch}) for arch in ("transformer", "rnn")]
+    assert [j.run.model.arch for j in jobs] == ["transformer", "rnn"]
+    assert jobs[1].run_name().startswith("rnn-lstm-general-d128-H256-L2-")
+    assert tuning.registered_name(tj, "rnn") == "mtcore-en-vi-rnn" and tuning.registered_name(tj) == "mtcore-en-vi-transformer"
 
 
 def test_optuna_missing_is_a_clear_error(monkeypatch):
