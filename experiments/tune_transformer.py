@@ -4,6 +4,7 @@
     python experiments/tune_transformer.py --num-samples 8 --scheduler fifo --time-budget 30
     python experiments/tune_transformer.py --search optuna                  # needs: pip install 'mtcore[optuna]'
     python experiments/tune_transformer.py --resume                         # continue an interrupted search
+    python experiments/tune_transformer.py --search-space experiments/configs/space_arch.yaml   # Transformer vs RNN
     python experiments/tune_transformer.py --workers-per-trial 1 train.max_steps=400
 
 The search space is the `search:` section of the config (see experiments/configs/tune_small.yaml).
@@ -29,6 +30,7 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "tune_small.yaml"
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(DEFAULT_CONFIG), help="job YAML with job/model/train/search sections (default: %(default)s)")
+    ap.add_argument("--search-space", metavar="YAML", help="a file mapping keys to {choice|grid|uniform|...}: replaces the config's search.space")
     ap.add_argument("--num-samples", type=int, help="configurations to sample")
     ap.add_argument("--workers-per-trial", type=int, help="Ray Train workers per trial (default: 2 CPU workers, or 1 GPU)")
     ap.add_argument("--gpus-per-worker", type=int, choices=(0, 1), help="0: CPU workers; 1: one GPU per worker (default: 1 if the cluster has GPUs)")
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         tj = TuneJob.load(
-            args.config, args.overrides, num_samples=args.num_samples, workers_per_trial=args.workers_per_trial,
+            args.config, args.overrides, space_file=args.search_space, num_samples=args.num_samples, workers_per_trial=args.workers_per_trial,
             gpus_per_worker=args.gpus_per_worker, concurrent_trials=args.concurrent_trials, scheduler=args.scheduler,
             search=args.search, seed=args.seed, time_budget_min=args.time_budget,
         )

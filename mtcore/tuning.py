@@ -250,6 +250,17 @@ class SearchConfig:
         return d
 
 
+def _read_space_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"--search-space {path}: file not found")
+    space = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if isinstance(space, dict) and set(space) == {"space"}:  # a `space:` section on its own is accepted too
+        space = space["space"]
+    if not isinstance(space, dict) or not space:
+        raise ConfigError(f"--search-space {path}: must map keys like model.heads to {{choice: [...]}} etc.")
+    return space
+
+
 @dataclass(frozen=True)
 class TuneJob:
     """A job file with a `search:` section: the base job every trial overrides, and the search."""
@@ -276,11 +287,20 @@ class TuneJob:
         return job
 
     @classmethod
-    def load(cls, path: str | Path, overrides: list[str] = (), **search_overrides) -> TuneJob:
+    def load(cls, path: str | Path, overrides: list[str] = (), space_file: str | Path | None = None,
+             **search_overrides) -> TuneJob:
+        """The tune file; `space_file` (a YAML mapping of keys to {choice: [...]} etc.) replaces its space."""
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
-        tj = cls.from_dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {}, str(path))
+        d = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        source = str(path)
+        if space_file is not None:
+            space = _read_space_file(Path(space_file))
+            if isinstance(d, dict):
+                d = {**d, "search": {**(d.get("search") or {}), "space": space}}
+            source = f"{path} with the space of {space_file}"
+        tj = cls.from_dict(d, source)
         return tj.with_overrides(list(overrides), **search_overrides)
 
     def with_overrides(self, overrides: list[str] = (), **search_overrides) -> TuneJob:

@@ -267,3 +267,17 @@ def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlfl
     by_arch = {c.data.params["model.arch"]: c for c in children}
     assert set(by_arch) == {"transformer", "rnn"}  # one comparison in MLflow shows both architectures
     assert all("dev/bleu" in c.data.metrics and "test/bleu" in c.data.metrics for c in by_arch.values())
+
+
+def test_search_space_file_replaces_the_configs_space(tmp_path):
+    from mtcore.tuning import TuneJob
+
+    configs = Path(__file__).resolve().parent.parent / "experiments" / "configs"
+    tj = TuneJob.load(configs / "tune_small.yaml", space_file=configs / "space_arch.yaml")
+    assert {p.key for p in tj.search.space} == {"model.arch", "model.heads", "train.warmup", "train.label_smoothing"}
+    with pytest.raises(ConfigError, match="--search-space .*nope.yaml: file not found"):
+        TuneJob.load(configs / "tune_small.yaml", space_file=tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model.arch: {choice: [transformer, gru]}\n")
+    with pytest.raises(ConfigError, match=r"with the space of .*bad.yaml.*`model.arch`: value 'gru'"):
+        TuneJob.load(configs / "tune_small.yaml", space_file=bad)
