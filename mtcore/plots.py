@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # headless: workers and CI have no screen
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def attention_heatmap(weights, x_labels: list[str], y_labels: list[str], title: str, path: str | Path) -> Path:
@@ -46,5 +46,48 @@ def learning_curves(history: dict[str, list[tuple[int, float]]], path: str | Pat
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def count_bars(counts: dict[str, int], title: str, path: str | Path) -> Path:
+    """Horizontal bars, one per reason (rows rejected by each rule), largest on top, with the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    items = sorted(counts.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.4 * len(items) + 1.2)))
+    if items:
+        labels, values = zip(*items)
+        bars = ax.barh(labels, values, color="tab:red")
+        ax.bar_label(bars, labels=[f"{v:,}" for v in values], fontsize=8, padding=2)
+    else:
+        ax.text(0.5, 0.5, "nothing rejected", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("rows")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def score_histograms(scores: dict[str, list[float]], title: str, path: str | Path, bins: int = 40) -> Path:
+    """One small histogram per rule of the scores that made it reject rows (a rule with no score is left out)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [n for n, v in scores.items() if len(v)]
+    cols = min(3, max(1, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        ax.hist(scores[name], bins=bins, color="tab:blue")
+        ax.set_title(f"{name} (n={len(scores[name]):,})", fontsize=9)
+        ax.set_xlabel("score", fontsize=8)
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    if not names:
+        axes.flat[0].text(0.5, 0.5, "no scored rejects", ha="center", va="center", transform=axes.flat[0].transAxes)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -94,6 +94,15 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     return path
 
 
+# The command behind each experiment that trains through here: the `mtcore.entry_point` tag.
+ENTRY_POINTS = {
+    "train_transformer": "experiments/train_transformer.py",
+    "tune_transformer": "experiments/tune_transformer.py",
+    "backtranslate": "pipelines/backtranslate.py",
+    "bt_effect": "experiments/bt_effect.py",
+}
+
+
 def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None) -> tuple[str, str]:
     """(tracking URI, run id): the existing run of that name is continued, so a resumed job logs to one run.
     With `parent_run_id` (a Tune search), the run is that run's child."""
@@ -105,7 +114,9 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     found = client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.mlflow.runName = '{run_name}'", max_results=1
     )
-    tags = tracking.standard_tags("experiments/train_transformer.py", train_data) | {
+    entry_point = ENTRY_POINTS.get(job.job.experiment, job.job.experiment)
+    model = job.run.model
+    tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
         "mtcore.fingerprint": job.fingerprint()
     }
     if parent_run_id:

@@ -60,19 +60,40 @@ def tracking_uri() -> str:
     return uri
 
 
+def artifact_root(store_uri: str) -> str | None:
+    """Where a SQLite store keeps artifacts: `mlartifacts/` next to the database file (None for other stores)."""
+    if not store_uri.startswith("sqlite:"):
+        return None
+    return (Path(store_uri.removeprefix("sqlite:///")).parent / "mlartifacts").resolve().as_uri()
+
+
 def setup(experiment: str):
     """Point MLflow at the store and select (creating if needed) one experiment per entry point."""
     import mlflow
 
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    if uri.startswith("sqlite:"):
-        # Artifacts next to the SQLite file, not in the current directory.
-        artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts"
-        if mlflow.get_experiment_by_name(experiment) is None:
-            mlflow.create_experiment(experiment, artifact_location=artifacts.resolve().as_uri())
-    mlflow.set_experiment(experiment)
+    artifacts = artifact_root(uri)  # next to the SQLite file, not in the current directory
+    if artifacts and mlflow.get_experiment_by_name(experiment) is None:
+        mlflow.create_experiment(experiment, artifact_location=artifacts)
+    exp = mlflow.set_experiment(experiment)
+    if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+        mark_model_training(mlflow.MlflowClient(), exp.experiment_id)
     return mlflow
+
+
+# MLflow 3's UI opens an experiment as a GenAI (traces) page unless it is marked as model training;
+# marked, it opens on the runs table with params and metrics.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def mark_model_training(client, experiment_id: str) -> None:
+    """Tag an experiment so that the MLflow UI shows it as model training (runs, metrics, artifacts)."""
+    try:
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    except Exception as err:  # noqa: BLE001 - a display hint must never stop a job
+        log.warning("could not tag experiment %s for the MLflow UI: %s", experiment_id, err)
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, str]:
@@ -108,8 +129,18 @@ def data_version(path: str | Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def standard_tags(entry_point: str, data_path: str | Path | None = None) -> dict[str, str]:
-    tags = {"mtcore.entry_point": entry_point, "mtcore.git_commit": git_commit()}
+# Tag names every entry point uses, so that runs of all of them filter and compare alike in MLflow.
+TAG_ENTRY_POINT = "mtcore.entry_point"  # the script that made the run, e.g. "experiments/train_transformer.py"
+TAG_GIT_COMMIT = "mtcore.git_commit"
+TAG_DATA_VERSION = "mtcore.data_version"  # data_version() of the training (or input) corpus
+TAG_BLEU_SIGNATURE = "sacrebleu.bleu_signature"
+TAG_CHRF_SIGNATURE = "sacrebleu.chrf_signature"
+
+
+def standard_tags(entry_point: str, data_path: str | Path | None = None, **extra: str) -> dict[str, str]:
+    """Entry point, git commit and data version (when there is a corpus), plus `extra` as `mtcore.<key>` tags."""
+    tags = {TAG_ENTRY_POINT: entry_point, TAG_GIT_COMMIT: git_commit()}
     if data_path is not None:
-        tags["mtcore.data_version"] = data_version(data_path)
+        tags[TAG_DATA_VERSION] = data_version(data_path)
+    tags.update({f"mtcore.{k}": str(v) for k, v in extra.items()})
     return tags

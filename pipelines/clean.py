@@ -1,5 +1,8 @@
 """Clean a parallel corpus on Ray Data: DIR/kept/, DIR/rejects/ (reason-coded) and DIR/report.json.
 
+The report, a bar chart of rejects by reason and the rules' score histograms are also
+logged as an MLflow run in the experiment `clean` (unless --no-mlflow).
+
     python pipelines/clean.py                                   # the embedded raw corpus → runs/clean
     python pipelines/clean.py --input corpus.parquet --output runs/clean-x --config rules.yaml --overwrite
 
@@ -24,10 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=None, help="rules YAML (default: mtcore/cleaning/default_rules.yaml)")
     ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
     ap.add_argument("--num-cpus", type=int, default=None, help="local Ray CPUs (default: all; ignored with RAY_ADDRESS)")
+    ap.add_argument("--no-mlflow", action="store_true", help="do not log the report and its plots to MLflow (experiment `clean`)")
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config)  # every config error surfaces before any work
-        result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus)
+        result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
+                               track=not args.no_mlflow)
     except (ConfigError, CorpusError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -37,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
     print("normalised rows: " + ", ".join(f"{k} {v:,}" for k, v in r.get("normalized_rows", {}).items()))
     print(f"kept → {result.output / 'kept'}   rejects → {result.output / 'rejects'}   report → {result.output / 'report.json'}")
+    if r.get("mlflow_run_id"):
+        print(f"MLflow run {r['mlflow_run_id']} (experiment clean): report.json, plots/rejects_by_reason.png, plots/score_histograms.png")
     return 0
 
 

@@ -38,7 +38,7 @@ def toy_files(tmp_path_factory):
     return root, paths
 
 
-def test_clean_cli_prints_reconciled_summary(ray_local, tmp_path, capsys):
+def test_clean_cli_prints_reconciled_summary(ray_local, mlflow_uri, tmp_path, capsys):
     tsv = tmp_path / "c.tsv"
     tsv.write_text("Open the file\tMở tập tin\nOpen the file\tMở tập tin\nSave %s\tLưu\n", encoding="utf-8")
     assert script("pipelines/clean.py")(["--input", str(tsv), "--output", str(tmp_path / "out")]) == 0

@@ -62,6 +62,8 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
         assert name in run.data.metrics, name
     assert [m.step for m in client.get_metric_history(run.info.run_id, "dev/bleu")] == [8, 16]
     assert run.data.tags["sacrebleu.bleu_signature"].startswith("nrefs:1")
+    assert run.data.tags["mtcore.entry_point"] == "experiments/train_transformer.py"  # experiment "train_transformer"
+    assert (run.data.tags["mtcore.arch"], run.data.tags["mtcore.direction"]) == ("transformer", "en-vi")
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"best_checkpoint", "tokenizer", "attention", "plots", "samples", "config.json"} <= artifacts
     heatmaps = [a.path for a in client.list_artifacts(run.info.run_id, "attention")]

@@ -348,21 +348,31 @@ def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float, s
     return path
 
 
+def run_name(cfg: FilterConfig, input_path) -> str:
+    """What the run is: input, score, threshold, encoder (`align_filter-clean-kept-margin-auto-builtin`)."""
+    path = Path(input_path)
+    stem = path.name.split(".")[0] or path.name
+    label = f"{path.parent.name}-{stem}" if stem in ("kept", "part-0", "part-00000") else stem
+    threshold = cfg.threshold if cfg.threshold == "auto" else f"{float(cfg.threshold):g}"
+    return f"align_filter-{label}-{cfg.score}-{threshold}-{Path(str(cfg.encoder)).name}"
+
+
 def _track(cfg: FilterConfig, report, output: Path, input_path) -> str | None:
     try:
         from mtcore import tracking
 
         mlflow = tracking.setup(EXPERIMENT)
-        with mlflow.start_run(run_name=f"align_filter-{Path(input_path).name}-{cfg.score}", tags=tracking.standard_tags(EXPERIMENT, input_path)) as run:
+        tags = tracking.standard_tags("pipelines/align_filter.py", input_path)
+        with mlflow.start_run(run_name=run_name(cfg, input_path), tags=tags) as run:
             mlflow.log_params(tracking.flatten(_jsonable(asdict(cfg))) | {"input": str(input_path)})
             d = report.to_dict()
             mlflow.log_metrics(
                 {"input": d["input"], "kept": d["kept"], "rejected": d["rejected_total"], "threshold": d["threshold"]}
                 | {k: v for k, v in d["timing"].items() if isinstance(v, (int, float))}
             )
-            mlflow.log_artifact(str(output / "histogram.png"))
             mlflow.log_artifact(str(output / "report.json"))
+            mlflow.log_artifact(str(output / "histogram.png"), artifact_path="plots")
             return run.info.run_id
-    except Exception as err:  # never lose a finished stage over the dashboard
+    except Exception as err:  # noqa: BLE001 - never lose a finished stage over the dashboard
         log.warning("MLflow logging failed: %s", err)
         return None

@@ -20,6 +20,7 @@ on the driver (a few small columns, then Arrow I/O). Both give the same rows.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 from dataclasses import dataclass
@@ -35,7 +36,10 @@ from mtcore.cleaning.config import CleaningConfig, load_config
 from mtcore.cleaning.normalize import normalize_table
 from mtcore.ledger import REJECT_SCHEMA, StageReport, write_report
 
+log = logging.getLogger(__name__)
+
 STAGE = "clean"
+EXPERIMENT = "clean"  # the MLflow experiment of `pipelines/clean.py`
 NORMALIZATIONS = ("nfc", "whitespace", "accelerators")
 INTERNAL = ("_reason", "_score", "_detail", "_h_exact", "_h_near", "_rowkey") + tuple(f"_n_{n}" for n in NORMALIZATIONS)
 META_COLUMNS = ["id", "_reason", "_h_exact", "_h_near", "_rowkey"] + [f"_n_{n}" for n in NORMALIZATIONS]
@@ -243,10 +247,13 @@ def clean_dataset(
     overwrite: bool = False,
     num_cpus: int | None = None,
     rows_per_block: int = ROWS_PER_BLOCK,
+    track: bool = False,
 ) -> CleanResult:
     """Clean a corpus on Ray Data; writes OUTPUT/kept/, OUTPUT/rejects/ and OUTPUT/report.json.
 
     A stage whose outputs exist is skipped (the existing report is returned) unless `overwrite`.
+    With `track`, the report, a bar chart of rejects by reason and the rules' score
+    histograms are also logged as an MLflow run (experiment `clean`; see `track_clean`).
     """
     import ray
 
@@ -292,4 +299,59 @@ def clean_dataset(
 
     report = make_report(meta, dups, cfg, blocks=blocks, cpus=cpus)
     write_report(output / "report.json", report, input_path=str(input_path), config=cfg.to_dict())
-    return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")))
+    body = json.loads((output / "report.json").read_text(encoding="utf-8"))
+    if track:
+        run_id = track_clean(input_path, output, body, cfg)
+        if run_id:
+            body["mlflow_run_id"] = run_id
+    return CleanResult(output, body)
+
+
+# --------------------------------------------------------------------------- MLflow
+
+
+def report_figures(output: Path) -> list[Path]:
+    """OUTPUT/rejects_by_reason.png and OUTPUT/score_histograms.png from OUTPUT/report.json and OUTPUT/rejects/."""
+    from mtcore.plots import count_bars, score_histograms
+
+    report = json.loads((output / "report.json").read_text(encoding="utf-8"))
+    rejects = pq.read_table(output / "rejects", columns=["reason", "score"]).to_pandas()
+    scored = rejects.dropna(subset=["score"])
+    scores = {reason: group["score"].tolist() for reason, group in scored.groupby("reason")}
+    n_in = report["input"]
+    return [
+        count_bars(report["rejected"], f"clean: rows rejected by reason ({n_in:,} in, {report['kept']:,} kept)",
+                   output / "rejects_by_reason.png"),
+        score_histograms(scores, "clean: scores of rejected rows, by rule", output / "score_histograms.png"),
+    ]
+
+
+def track_clean(input_path: Path, output: Path, report: dict, cfg: CleaningConfig) -> str | None:
+    """One MLflow run for a finished cleaning stage; a tracking failure warns and never loses the stage."""
+    try:
+        from mtcore import tracking
+
+        figures = report_figures(output)
+        mlflow = tracking.setup(EXPERIMENT)
+        name = f"clean-{_input_label(input_path)}"
+        with mlflow.start_run(run_name=name, tags=tracking.standard_tags("pipelines/clean.py", input_path)) as run:
+            mlflow.log_params(tracking.flatten({"input": str(input_path), "config": cfg.to_dict()}))
+            # The names the back-translation pipeline uses for its clean stage, so the runs compare side by side.
+            metrics = {"clean/input": report["input"], "clean/kept": report["kept"],
+                       "clean/rejected_total": report["rejected_total"]}
+            metrics |= {f"clean/rejected/{reason}": n for reason, n in report["rejected"].items()}
+            mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+            mlflow.log_artifact(str(output / "report.json"))
+            for figure in figures:
+                mlflow.log_artifact(str(figure), artifact_path="plots")
+            return run.info.run_id
+    except Exception as err:  # noqa: BLE001 - never lose a finished stage over the dashboard
+        log.warning("MLflow logging of the clean stage failed: %s", err)
+        return None
+
+
+def _input_label(path: Path) -> str:
+    """A readable name for the input: `data/raw/parallel.parquet` → `parallel`, `runs/x/kept` → `x-kept`."""
+    path = Path(path)
+    stem = path.name.split(".")[0] or path.name
+    return f"{path.parent.name}-{stem}" if stem in ("kept", "part-0", "part-00000") else stem

@@ -1,0 +1,118 @@
+"""`python -m mtcore.report`: the leaderboard by test BLEU, read from a real MLflow store."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from mtcore import report, tracking
+
+SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+
+
+def _run(client, exp_id, name, *, metrics=None, params=None, tags=None, status="FINISHED", parent=None):
+    tags = dict(tags or {})
+    if parent:
+        tags["mlflow.parentRunId"] = parent
+    run = client.create_run(exp_id, run_name=name, tags=tags)
+    for k, v in (params or {}).items():
+        client.log_param(run.info.run_id, k, v)
+    for k, values in (metrics or {}).items():
+        for step, v in enumerate(values if isinstance(values, list) else [values]):
+            client.log_metric(run.info.run_id, k, v, step=step)
+    client.set_terminated(run.info.run_id, status=status)
+    return run.info.run_id
+
+
+PARAMS = {"model.arch": "transformer", "model.d_model": "256", "model.layers": "3", "model.heads": "4", "train.warmup": "300",
+          "train.label_smoothing": "0.1", "model.src_lang": "en", "model.tgt_lang": "vi", "job.test_data": "t.parquet"}
+
+
+@pytest.fixture
+def store(mlflow_uri):
+    """Runs as the entry points leave them: training runs, a Tune search with trials, a pipeline run."""
+    client = mlflow.MlflowClient(mlflow_uri)
+    tags = {"mtcore.data_version": "c0a531a0b114", "mtcore.git_commit": "abc1234", "sacrebleu.bleu_signature": SIG}
+    train = tracking.setup("train_transformer").get_experiment_by_name("train_transformer").experiment_id
+    _run(client, train, "transformer-d256-L3-h4-w300", metrics={"test/bleu": 12.5, "test/chrf": 30.1, "dev/bleu": [3.0, 11.0, 9.0]},
+         params=PARAMS, tags=tags)
+    _run(client, train, "transformer-d256-L3-h4-w1000", metrics={"test/bleu": 14.25, "test/chrf": 33.0, "dev/bleu": [12.0]},
+         params=PARAMS | {"train.warmup": "1000"}, tags=tags)
+    tune = tracking.setup("tune_transformer").get_experiment_by_name("tune_transformer").experiment_id
+    parent = _run(client, tune, "tune-transformer-heads", metrics={"best/test_bleu": 9.0})
+    _run(client, tune, "t00000-h8", metrics={"test/bleu": 9.0, "dev/bleu": [8.0]}, params=PARAMS | {"model.heads": "8"},
+         tags=tags, parent=parent)
+    _run(client, tune, "t00001-h2", metrics={"dev/bleu": [0.5]}, params=PARAMS | {"model.heads": "2"}, tags=tags,
+         status="KILLED", parent=parent)
+    align = tracking.setup("align_filter").get_experiment_by_name("align_filter").experiment_id
+    _run(client, align, "align_filter-kept-margin", metrics={"kept": 100.0})
+    return mlflow_uri
+
+
+def test_all_experiments_ranked_by_test_bleu(store):
+    board = report.build(store)
+    assert [r.run_name for r in board.ranked] == ["transformer-d256-L3-h4-w1000", "transformer-d256-L3-h4-w300", "t00000-h8"]
+    top = board.ranked[0]
+    assert (top.test_bleu, top.test_chrf, top.dev_bleu) == (14.25, 33.0, 12.0)
+    assert board.ranked[1].dev_bleu == 11.0  # the best dev BLEU of the run, not the last
+    assert top.settings.startswith("transformer d256 L3 h4 w1000 ls=0.1") and top.direction == "en→vi"
+    assert (top.data_version, top.commit, top.signature) == ("c0a531a0b114", "abc1234", SIG)
+    assert board.ranked[2].parent == "tune-transformer-heads"
+    assert [(r.run_name, r.status) for r in board.unscored] == [("t00001-h2", "KILLED")]
+    assert board.other_runs == {"align_filter": 1, "tune_transformer": 1}  # the pipeline run and the search's parent
+
+    text = report.to_text(board)
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("1 "))
+    assert "transformer-d256-L3-h4-w1000" in lines[first] and "14.25" in lines[first] and "33.00" in lines[first]
+    assert "transformer-d256-L3-h4-w300" in lines[first + 1] and "12.50" in lines[first + 1]
+    assert "Without test BLEU (1):" in text and "KILLED" in text
+    assert f"sacreBLEU signature (3 runs): {SIG}" in text and "not comparable" not in text
+
+
+def test_one_experiment_and_files(store, tmp_path):
+    board = report.build(store, "tune_transformer")
+    assert board.experiments == ["tune_transformer"]
+    assert [r.run_name for r in board.ranked] == ["t00000-h8"]
+    # With one experiment named, every run of it is shown: the search's parent has no test BLEU.
+    assert sorted(r.run_name for r in board.unscored) == ["t00001-h2", "tune-transformer-heads"]
+    md, page = report.write(board, tmp_path / "out", ui_url="http://127.0.0.1:5000")
+    md_text, html_text = md.read_text(), page.read_text()
+    assert md_text.startswith("# Leaderboard by test BLEU")
+    run_id = board.ranked[0].run_id
+    link = f"http://127.0.0.1:5000/#/experiments/{board.ranked[0].experiment_id}/runs/{run_id}"
+    assert f"| 1 | tune_transformer | [t00000-h8]({link}) | 9.00 |" in md_text
+    assert f'<a href="{link}">t00000-h8</a>' in html_text and "<td>9.00</td>" in html_text
+    assert "<h2>Without test BLEU (2)</h2>" in html_text
+
+
+def test_mixed_signatures_are_flagged(mlflow_uri):
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = tracking.setup("sigs").get_experiment_by_name("sigs").experiment_id
+    _run(client, exp, "a", metrics={"test/bleu": 1.0}, tags={"sacrebleu.bleu_signature": SIG})
+    _run(client, exp, "b", metrics={"test/bleu": 2.0}, tags={"sacrebleu.bleu_signature": SIG.replace("13a", "intl")})
+    assert "different sacreBLEU signatures and are not comparable" in report.to_text(report.build(mlflow_uri, "sigs"))
+
+
+def test_empty_experiment(mlflow_uri):
+    tracking.setup("empty")
+    text = report.to_text(report.build(mlflow_uri, "empty"))
+    assert "No run has a test BLEU yet." in text
+
+
+def test_missing_experiment_names_it_and_lists_the_others(store):
+    with pytest.raises(report.ReportError) as err:
+        report.build(store, "tune_transfomer")
+    message = str(err.value)
+    assert message.startswith("experiment 'tune_transfomer' not found in sqlite:///")
+    assert message.endswith("experiments there: Default, align_filter, train_transformer, tune_transformer")
+
+
+def test_cli(store, tmp_path, capsys):
+    assert report.main(["--experiment", "train_transformer", "--output", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "transformer-d256-L3-h4-w1000" in out and "14.25" in out
+    assert (tmp_path / "rep" / "leaderboard.md").is_file() and (tmp_path / "rep" / "leaderboard.html").is_file()
+    assert report.main(["--experiment", "nope", "--output", str(tmp_path / "rep2")]) == 2
+    assert "error: experiment 'nope' not found" in capsys.readouterr().err
+    assert not (tmp_path / "rep2").exists()
