@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import mlflow
 import pyarrow as pa
@@ -72,6 +75,17 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     translator = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator")
     out = translator.predict(["the big cat is here", "open the new file"])
     assert len(out) == 2 and all(isinstance(t, str) for t in out)
+
+    # The README's command, as a user types it: `mlflow models predict` on a CSV with a `src` column.
+    (runs_dir / "in.csv").write_text("src\nthe big cat is here\nopen the new file\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mlflow", "models", "predict", "-m", f"runs:/{run.info.run_id}/translator",
+         "-i", str(runs_dir / "in.csv"), "-t", "csv", "-o", str(runs_dir / "out.json"), "--env-manager", "local"],
+        env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    predictions = json.loads((runs_dir / "out.json").read_text())["predictions"]
+    assert predictions == out  # the same translations as the in-process model
 
 
 def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_dir, toy_corpus):
