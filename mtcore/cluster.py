@@ -1,5 +1,11 @@
 """One place that decides how to reach Ray: a cluster at RAY_ADDRESS, or a local instance sized to the machine.
 
+On a cluster nothing changes in the entry points: `ray job submit` sets RAY_ADDRESS for the
+job it starts, and a driver run by hand on a node connects with `RAY_ADDRESS=auto` (or
+`HOST:6379`). A cluster started by cluster.yaml / clusters/onprem.yaml has token authentication
+on: Ray sends the token (~/.ray/auth_token, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) when
+RAY_AUTH_MODE=token, which jobs inherit from the head and node shells get from ~/.bashrc.
+
 Work must never ask for more CPUs than exist (Tune trials × Train workers × Data
 tasks), or it waits forever; `available_cpus()`/`available_gpus()` are what the
 entry points size themselves from.
@@ -22,7 +28,14 @@ def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None
 
     if ray.is_initialized():
         return ray
-    address = os.environ.get("RAY_ADDRESS")
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if address.startswith(("http://", "https://")):
+        # The Jobs API address that `ray job submit` takes, not one a driver can connect to.
+        raise RuntimeError(
+            f"RAY_ADDRESS={address} is the address of the Ray Jobs API: submit the script with "
+            f"`ray job submit --address {address} -- python ...`, or set RAY_ADDRESS to the cluster "
+            "(auto, or HOST:6379) to run it as a driver on a node"
+        )
     if address:
         ray.init(address=address, log_to_driver=not quiet, runtime_env={"env_vars": _forwarded_env()})
         log.info("connected to Ray cluster at %s", address)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Start the Ray head node of an mtcore cluster (head_start_ray_commands of cluster.yaml and
+# clusters/onprem.yaml): the MLflow tracking server first, then `ray start --head` with token
+# authentication and MLFLOW_TRACKING_URI in the environment every job and worker inherits.
+# Extra arguments go to `ray start` (e.g. --autoscaling-config=~/ray_bootstrap_config.yaml).
+#
+#   RAY_PORT            GCS port (default 6379)
+#   MTCORE_HOME         where jobs write runs (cleaned corpora, checkpoints); on a cluster with more
+#                       than one node it must be a filesystem shared by all nodes (e.g. EFS/NFS)
+#   MTCORE_MLFLOW_*     see start_mlflow.sh
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# Token authentication: on in every process of the cluster; the token is ~/.ray/auth_token
+# (copied to every node by file_mounts) unless RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH say otherwise.
+export RAY_AUTH_MODE=token
+if [ -z "${RAY_AUTH_TOKEN:-}" ] && [ ! -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/auth_token}" ]; then
+  echo "error: token authentication is on but there is no token; run 'ray get-auth-token --generate' on your machine before 'ray up'" >&2
+  exit 1
+fi
+
+bash "$here/start_mlflow.sh"
+mlflow_host="${MTCORE_MLFLOW_HOST:-0.0.0.0}"
+if [ "$mlflow_host" = "0.0.0.0" ]; then  # reachable from every node at the head's address
+  mlflow_host="$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')"
+fi
+export MLFLOW_TRACKING_URI="http://$mlflow_host:${MTCORE_MLFLOW_PORT:-5000}"
+ulimit -n 65536 2>/dev/null || true
+# The dashboard (and the Jobs API behind `ray job submit`) listens on the head's loopback only:
+# reach it with `ray dashboard cluster.yaml`, an SSH tunnel.
+exec ray start --head --port="${RAY_PORT:-6379}" --dashboard-host=127.0.0.1 "$@"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Start a Ray worker node of an mtcore cluster (worker_start_ray_commands): join the head at
+# $RAY_HEAD_IP (set by the cluster launcher) with token authentication on.
+# Extra arguments go to `ray start`.
+set -euo pipefail
+: "${RAY_HEAD_IP:?RAY_HEAD_IP is not set (the cluster launcher sets it)}"
+export RAY_AUTH_MODE=token
+export MLFLOW_TRACKING_URI="http://$RAY_HEAD_IP:${MTCORE_MLFLOW_PORT:-5000}"
+ulimit -n 65536 2>/dev/null || true
+exec ray start --address="$RAY_HEAD_IP:${RAY_PORT:-6379}" "$@"
