@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"best dev     BLEU {outcome.best_dev_bleu:.2f}  ({outcome.best_checkpoint})")
     print(f"test BLEU    {t['test/bleu']:.2f}  {t['test/bleu_signature']}")
     print(f"test chrF    {t['test/chrf']:.2f}  {t['test/chrf_signature']}")
-    print("browse       mlflow ui --backend-store-uri sqlite:///runs/mlflow.db  (then http://127.0.0.1:5000)")
+    print("browse       python -m mtcore.ui  (then http://127.0.0.1:5000)")
     return 0
 
 

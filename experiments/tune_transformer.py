@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test BLEU    {out.test['test/bleu']:.2f}  {out.test['test/bleu_signature']}")
     if out.registered:
         print(f"registered   {out.registered}  (models:/{out.registered})")
-    print("browse       mlflow ui --backend-store-uri sqlite:///runs/mlflow.db  (then http://127.0.0.1:5000)")
+    print("browse       python -m mtcore.ui  (then http://127.0.0.1:5000)")
     return 0
 
 
