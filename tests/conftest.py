@@ -29,3 +29,21 @@ def mlflow_uri(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
+
+
+@pytest.fixture
+def toy_corpus(tmp_path):
+    """Train/dev/test Parquet files (240/30/30 toy pairs) for tiny real training runs: {split: path}."""
+    import pyarrow as pa
+
+    from mtcore.corpus import write_parquet
+    from mtcore.training import toy_pairs
+
+    pairs = toy_pairs(300, seed=1)
+
+    def table(rows, name):
+        return pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
+                         "id": [f"{name}{i}" for i in range(len(rows))]})
+
+    return {name: str(write_parquet(table(rows, name), tmp_path / f"{name}.parquet"))
+            for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:]))}

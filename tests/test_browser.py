@@ -16,14 +16,11 @@ import time
 from pathlib import Path
 
 import mlflow
-import pyarrow as pa
 import pytest
 
 from mtcore import ray_training, ui
-from mtcore.corpus import write_parquet
 from mtcore.jobs import TrainingJob
 from mtcore.paths import REPO_ROOT
-from mtcore.training import toy_pairs
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = (
@@ -68,15 +65,10 @@ def browser_factory():
 
 
 @pytest.fixture
-def trained_run(ray_local, mlflow_uri, tmp_path, monkeypatch):
+def trained_run(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
     """A tiny real Ray Train run (2 workers, 16 steps) logged to this test's own store."""
     monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
-    pairs = toy_pairs(300, seed=1)
-    paths = {}
-    for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:])):
-        table = pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
-                          "id": [f"{name}{i}" for i in range(len(rows))]})
-        paths[name] = str(write_parquet(table, tmp_path / f"{name}.parquet"))
+    paths = toy_corpus
     job = TrainingJob.from_dict({
         "job": {"train_data": paths["train"], "dev_data": paths["dev"], "test_data": paths["test"], "vocab_size": 400,
                 "workers": 2, "test_limit": 10, "test_beam": 2, "log_model": False},

@@ -8,26 +8,10 @@ import subprocess
 import sys
 
 import mlflow
-import pyarrow as pa
 import pytest
 
 from mtcore import ray_training
-from mtcore.corpus import write_parquet
 from mtcore.jobs import TrainingJob
-from mtcore.training import toy_pairs
-
-
-@pytest.fixture
-def toy_corpus(tmp_path):
-    pairs = toy_pairs(300, seed=1)
-
-    def table(rows, name):
-        return pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows), "id": [f"{name}{i}" for i in range(len(rows))]})
-
-    paths = {}
-    for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:])):
-        paths[name] = str(write_parquet(table(rows, name), tmp_path / f"{name}.parquet"))
-    return paths
 
 
 @pytest.fixture

@@ -7,14 +7,12 @@ import time
 from pathlib import Path
 
 import mlflow
-import pyarrow as pa
 import pytest
 import torch
 
 from mtcore import ray_training
 from mtcore.checkpoint import load_checkpoint, save_checkpoint
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
-from mtcore.corpus import write_parquet
 from mtcore.decoding import Sampling, beam_search, greedy_decode, sample_decode, translate
 from mtcore.jobs import TrainingJob
 from mtcore.model import attention_maps, build_model, count_parameters
@@ -200,18 +198,6 @@ def test_checkpoint_round_trip(tokenizer, tmp_path):
 
 
 # --------------------------------------------------------------------------- the switch through Ray Train and MLflow
-
-
-@pytest.fixture
-def toy_corpus(tmp_path):
-    pairs = toy_pairs(300, seed=1)
-
-    def table(rows, name):
-        return pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
-                         "id": [f"{name}{i}" for i in range(len(rows))]})
-
-    return {name: str(write_parquet(table(rows, name), tmp_path / f"{name}.parquet"))
-            for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:]))}
 
 
 def test_arch_switch_trains_through_ray_and_logs_to_mlflow(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):

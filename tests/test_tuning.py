@@ -8,34 +8,17 @@ import sys
 from pathlib import Path
 
 import mlflow
-import pyarrow as pa
 import pytest
 import yaml
 from ray.tune import Callback
 
 from mtcore import ray_training, tuning
 from mtcore.config import ConfigError
-from mtcore.corpus import write_parquet
-from mtcore.training import toy_pairs
 from mtcore.tuning import SearchConfig, TuneError, TuneJob, plan_resources
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"
 SMALL = REPO / "experiments" / "configs" / "tune_small.yaml"
-
-
-@pytest.fixture
-def toy_corpus(tmp_path):
-    pairs = toy_pairs(300, seed=1)
-
-    def table(rows, name):
-        return pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
-                         "id": [f"{name}{i}" for i in range(len(rows))]})
-
-    paths = {}
-    for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:])):
-        paths[name] = str(write_parquet(table(rows, name), tmp_path / f"{name}.parquet"))
-    return paths
 
 
 @pytest.fixture

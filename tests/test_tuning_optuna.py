@@ -5,26 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlflow
-import pyarrow as pa
-import pytest
 import yaml
 
 from mtcore import ray_training, tuning
-from mtcore.corpus import write_parquet
-from mtcore.training import toy_pairs
 from mtcore.tuning import TuneJob
 
 TINY = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
 
 
-def test_tiny_optuna_search_runs_every_trial_and_tracks_them(ray_local, mlflow_uri, tmp_path, monkeypatch):
+def test_tiny_optuna_search_runs_every_trial_and_tracks_them(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
     monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
-    pairs = toy_pairs(300, seed=2)
-    paths = {}
-    for name, rows in (("train", pairs[:240]), ("dev", pairs[240:270]), ("test", pairs[270:])):
-        table = pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["toy"] * len(rows),
-                          "id": [f"{name}{i}" for i in range(len(rows))]})
-        paths[name] = str(write_parquet(table, tmp_path / f"{name}.parquet"))
+    paths = toy_corpus
     d = yaml.safe_load(TINY.read_text())
     d["search"]["space"] = {"model.heads": {"choice": [2, 4]}, "train.warmup": {"randint": [10, 40]},
                             "train.label_smoothing": {"uniform": [0.0, 0.2]}}
