@@ -54,17 +54,23 @@ def translate_texts(ckpt, texts: list[str], mode: str, beam: int, top_k: int, te
 
 
 def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> pa.Table:
-    """Translate `mono` (columns text, origin, id) on Ray Data; rows come back in length order."""
+    """Translate `mono` (columns text, origin, id) on Ray Data; rows come back sorted by id."""
     import ray
 
     from mtcore.cluster import available_cpus, available_gpus, init_ray
 
     init_ray()
+    if not len(mono):
+        return mono.append_column("synthetic", pa.array([], pa.string()))
     order = pa.compute.sort_indices(pa.compute.utf8_length(mono.column("text")))
     ordered = mono.take(order)
     gpus = available_gpus()
     actors = max(1, gpus if gpus else min(available_cpus(), max(1, len(mono) // BATCH_SIZE)))
-    ds = ray.data.from_arrow(ordered).map_batches(
+    # One Arrow table is one block, and one block goes to one actor: cut it into several per actor,
+    # each a run of similar lengths, so every actor has work and finishes at about the same time.
+    rows_per_block = max(BATCH_SIZE, -(-len(ordered) // (4 * actors)))
+    blocks = [ordered.slice(i, rows_per_block) for i in range(0, len(ordered), rows_per_block)]
+    ds = ray.data.from_arrow(blocks).map_batches(
         BackTranslator,
         fn_constructor_kwargs=dict(checkpoint_dir=checkpoint_dir, mode=cfg.mode, beam=cfg.beam, top_k=cfg.top_k, temperature=cfg.temperature, seed=cfg.seed),
         compute=ray.data.ActorPoolStrategy(size=actors),
@@ -73,4 +79,5 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
         num_gpus=1 if gpus else 0,
         num_cpus=1,
     )
-    return pa.concat_tables(ray.get(ds.to_arrow_refs())) if len(mono) else mono.append_column("synthetic", pa.array([], pa.string()))
+    translated = pa.concat_tables(ray.get(ds.to_arrow_refs()))
+    return translated.take(pa.compute.sort_indices(translated, [("id", "ascending")]))  # blocks finish in any order
