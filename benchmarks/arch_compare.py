@@ -1,6 +1,6 @@
 """Transformer vs attention RNN at comparable parameter counts and the same CPU time budget.
 
-    python benchmarks/arch_compare.py --minutes 6 [--preset mini] [--rnn-cell lstm --rnn-layers 2 --rnn-hidden 168]
+    python benchmarks/arch_compare.py [--minutes 8] [--preset mini] [--rnn-cell lstm --rnn-layers 2 --rnn-hidden 168]
 
 Both architectures train on the cleaned embedded corpus (the cleaning stage runs once if its output is
 missing) with the same joint SentencePiece vocabulary, the same loss, optimiser family and batch size,
@@ -100,14 +100,15 @@ def table(results: dict[str, dict[str, float]]) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--minutes", type=float, default=6.0, help="training budget per architecture")
+    p.add_argument("--minutes", type=float, default=8.0, help="training budget per architecture")
     p.add_argument("--preset", default="mini", help="Transformer preset; the RNN takes its d_model (embedding size)")
     p.add_argument("--rnn-cell", default="lstm", choices=["lstm", "gru"])
     p.add_argument("--rnn-layers", type=int, default=2)
     p.add_argument("--rnn-hidden", type=int, default=168, help="168: the mini Transformer's parameters within 2%% (8k pieces)")
     p.add_argument("--rnn-attention", default="general", choices=["bahdanau", "dot", "general"])
     p.add_argument("--no-input-feeding", action="store_true")
-    p.add_argument("--transformer-lr-scale", type=float, default=2.0, help="as experiments/configs/small.yaml")
+    p.add_argument("--transformer-lr-scale", type=float, default=1.0,
+                   help="1.0: at d_model 128 and warmup 300, 2.0 peaks too high (benchmarks/RESULTS.md)")
     p.add_argument("--rnn-lr-scale", type=float, default=0.5, help="as experiments/configs/rnn_small.yaml")
     p.add_argument("--max-tokens", type=int, default=1500)
     p.add_argument("--warmup", type=int, default=300)

@@ -12,8 +12,9 @@ the port: a server this command already started for the same store there is
 reported with its URL (nothing new is started), anything else on the port is an
 error that says so. Ctrl-C stops the server.
 
-On a cluster, the head node runs the tracking server on 127.0.0.1:5000; reach it
-through an SSH tunnel instead of starting one here:
+On a cluster, the head node runs the tracking server on port 5000 (of its cluster
+address, which only SSH reaches from outside); reach it through an SSH tunnel
+instead of starting one here:
 
     ray attach cluster.yaml -p 5000           # or: ssh -N -L 5000:127.0.0.1:5000 USER@HEAD
     open http://127.0.0.1:5000                # and, for scripts: export MLFLOW_TRACKING_URI=http://127.0.0.1:5000

@@ -35,6 +35,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import mlflow
 import pytest
 import ray  # noqa: F401 - puts Ray's bundled psutil on sys.path (imported below)
 import yaml
@@ -275,14 +276,18 @@ def test_ray_up_exec_down_on_loopback(loopback_cluster):
     head = [p.name() for p in ssh.descendants() if str(info["tempdir"]) in " ".join(p.cmdline())]
     assert "raylet" in head and "gcs_server" in head, head  # the Ray head runs, started over SSH
 
-    # A job on the cluster: the cleaning pipeline, finding the head through RAY_ADDRESS.
+    # A job on the cluster as the README runs one: scripts/cluster/job.sh finds the head (here on its test
+    # port) and the head's MLflow server, which the cleaning pipeline then logs to over HTTP.
     tsv = "printf 'Open the file\\tMở tập tin\\nOpen the file\\tMở tập tin\\nSave %%s\\tLưu\\n' > ~/c.tsv"
-    job = (f"{tsv} && cd ~/mtcore && RAY_ADDRESS=127.0.0.1:{info['gcs']} "
-           "python pipelines/clean.py --input ~/c.tsv --output ~/clean-out")
+    job = (f"{tsv} && RAY_ADDRESS=127.0.0.1:{info['gcs']} MTCORE_MLFLOW_HOST=127.0.0.1 MTCORE_MLFLOW_PORT={info['mlflow_port']} "
+           "~/mtcore/scripts/cluster/job.sh python pipelines/clean.py --input ~/c.tsv --output ~/clean-out")
     ran = ray_cli("exec", "--no-config-cache", cfg, job)
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-6000:]
     report = json.loads((info["home"] / "clean-out" / "report.json").read_text())
     assert report["input"] == 3 and report["kept"] == 1
+    server = mlflow.MlflowClient(f"http://127.0.0.1:{info['mlflow_port']}")
+    logged = server.search_runs([server.get_experiment_by_name("clean").experiment_id])
+    assert [r.data.metrics["clean/kept"] for r in logged] == [1.0]  # the job's run, on the head's server
 
     # (That a driver with the wrong token is refused is shown by test_multinode, with the same start_head.sh.)
     down = ray_cli("down", "-y", cfg)

@@ -3,7 +3,6 @@ overfitting a toy corpus, checkpoints, and the arch switch through Ray Train and
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import mlflow
@@ -176,12 +175,10 @@ def test_tiny_rnn_overfits_64_pairs(tokenizer):
                       log_every=10, patience=0, dev_limit=64, max_len=64, max_steps=200)
     model_cfg = ModelConfig.preset("tiny", arch="rnn", dropout=0.0)  # the defaults: LSTM, general, input feeding
     steps = []
-    start = time.perf_counter()
     result = fit(cfg, model_cfg, pairs, pairs, tokenizer, on_step=steps.append)
     assert isinstance(result.model, RNNSeq2Seq)
     assert result.last_metrics["dev/bleu"] > 90, result.state.last_validation["samples"]
     assert steps[-1]["train/loss"] < steps[0]["train/loss"] / 5
-    assert time.perf_counter() - start < 90  # ~20 s on an idle 2-core machine
 
 
 def test_checkpoint_round_trip(tokenizer, tmp_path):
@@ -260,7 +257,8 @@ def test_search_space_file_replaces_the_configs_space(tmp_path):
 
     configs = Path(__file__).resolve().parent.parent / "experiments" / "configs"
     tj = TuneJob.load(configs / "tune_small.yaml", space_file=configs / "space_arch.yaml")
-    assert {p.key for p in tj.search.space} == {"model.arch", "model.heads", "train.warmup", "train.label_smoothing"}
+    assert {p.key for p in tj.search.space} == {"model.arch", "model.heads", "train.warmup", "train.label_smoothing",
+                                             "train.lr_scale"}
     with pytest.raises(ConfigError, match="--search-space .*nope.yaml: file not found"):
         TuneJob.load(configs / "tune_small.yaml", space_file=tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
