@@ -271,6 +271,7 @@ def fit(
     on_step: Callable[[dict[str, float]], None] | None = None,
     on_validation: Callable[[dict[str, float], TrainState], None] | None = None,
     on_epoch: Callable[[int, list[list[int]]], None] | None = None,
+    on_update: Callable[[TrainState, float], None] | None = None,
     state: dict[str, Any] | None = None,
     time_budget_s: float | None = None,
 ) -> TrainResult:
@@ -280,7 +281,8 @@ def fit(
     (`oriented_pairs` swaps corpus columns). `state` is `TrainState.to_dict()` of an earlier
     run (weights included) to resume from. `time_budget_s` overrides `train_cfg.time_budget_min`.
     `on_epoch(epoch, batches)` sees this rank's batches (indices into the encoded training pairs)
-    before each epoch: the record of its share.
+    before each epoch: the record of its share. `on_update(state, elapsed_s)` runs after every
+    optimiser step (snapshots by wall time, e.g. for budget curves and checkpoint averaging).
     """
     device = torch.device(device)
     rank, world = dist_info()
@@ -370,6 +372,8 @@ def fit(
             ts.groups_done += 1
             window["grad_norm"] += float(grad_norm)
             window["steps"] += 1
+            if on_update is not None:
+                on_update(ts, time.perf_counter() - t_start)
 
             if ts.step % train_cfg.log_every == 0:
                 _report_window(window, ts, device, on_step)
