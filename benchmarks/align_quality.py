@@ -41,11 +41,11 @@ import pyarrow as pa
 
 from mtcore.alignment.documents import Block, DocAlignConfig, align_documents, read_document, strict_f1
 from mtcore.alignment.filter import FilterConfig, auto_threshold, misaligned_partners, score_pairs
-from mtcore.corpus import read_corpus
+from mtcore.data.corpus import read_corpus
 from mtcore.embedding import load_encoder
 from mtcore.embedding.encoder import DualEncoder, SentenceEncoder
 from mtcore.embedding.train import quick_clean, retrieval_accuracy
-from mtcore.paths import DATA_DIR, TEST
+from mtcore.data.paths import DATA_DIR, TEST
 
 
 def heldout_pairs(n: int, seed: int) -> pa.Table:

@@ -20,9 +20,9 @@ import torch
 
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document
 from mtcore.alignment.filter import FilterConfig, score_corpus
-from mtcore.corpus import read_corpus
+from mtcore.data.corpus import read_corpus
 from mtcore.embedding import load_encoder, resolve_encoder
-from mtcore.paths import DATA_DIR, RAW_PARALLEL
+from mtcore.data.paths import DATA_DIR, RAW_PARALLEL
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@
 
 Both architectures train on the cleaned embedded corpus (the cleaning stage runs once if its output is
 missing) with the same joint SentencePiece vocabulary, the same loss, optimiser family and batch size,
-for the same wall-clock budget, in this one process (plain `mtcore.training.fit`, no Ray, `--threads`
+for the same wall-clock budget, in this one process (plain `mtcore.nmt.training.fit`, no Ray, `--threads`
 torch threads). Then each decodes the first `--dev-limit` dev and `--test-limit` test sentences with
 the same beam. Printed, and logged to MLflow (experiment `arch_compare`, one run per architecture):
 dev/test BLEU and chrF (sacreBLEU signatures as tags), training tokens/s (source + target non-pad
@@ -21,16 +21,18 @@ import time
 
 import torch
 
-from mtcore import paths, tracking
+from mtcore import tracking
+
+from mtcore.data import paths
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.corpus import read_corpus
-from mtcore.decoding import translate
-from mtcore.jobs import TrainingJob
-from mtcore.metrics import corpus_bleu, corpus_chrf
-from mtcore.model import count_parameters
-from mtcore.ray_training import resolve_train_data, tokenizer_for
-from mtcore.tokenizer import Tokenizer
-from mtcore.training import fit, oriented_pairs
+from mtcore.data.corpus import read_corpus
+from mtcore.nmt.decoding import translate
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.model import count_parameters
+from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
+from mtcore.nmt.tokenizer import Tokenizer
+from mtcore.nmt.training import fit, oriented_pairs
 
 EXPERIMENT = "arch_compare"
 

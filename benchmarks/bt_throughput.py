@@ -25,9 +25,9 @@ import torch
 from mtcore.backtranslation.config import BTConfig
 from mtcore.backtranslation.pipeline import read_mono
 from mtcore.backtranslation.translate import BATCH_SIZE, back_translate_table, translate_texts
-from mtcore.checkpoint import load_checkpoint
-from mtcore.cluster import available_cpus, init_ray
-from mtcore.paths import MONO_VI, RUNS_DIR
+from mtcore.nmt.checkpoint import load_checkpoint
+from mtcore.distributed.cluster import available_cpus, init_ray
+from mtcore.data.paths import MONO_VI, RUNS_DIR
 
 DEFAULT_MODEL = RUNS_DIR / "backtranslate" / "03_reverse_model" / "checkpoint"
 

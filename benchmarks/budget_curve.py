@@ -22,15 +22,15 @@ from pathlib import Path
 
 import torch
 
-from mtcore import paths
+from mtcore.data import paths
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.corpus import read_corpus
-from mtcore.decoding import translate
-from mtcore.jobs import TrainingJob
-from mtcore.metrics import corpus_bleu, corpus_chrf
-from mtcore.ray_training import resolve_train_data, tokenizer_for
-from mtcore.tokenizer import Tokenizer
-from mtcore.training import fit, oriented_pairs
+from mtcore.data.corpus import read_corpus
+from mtcore.nmt.decoding import translate
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
+from mtcore.nmt.tokenizer import Tokenizer
+from mtcore.nmt.training import fit, oriented_pairs
 
 
 def main(argv=None) -> int:

@@ -48,7 +48,7 @@ import opusfilter_baseline as ob  # noqa: E402
 
 from mtcore.cleaning import build_config, clean_table  # noqa: E402
 from mtcore.cleaning.config import DEFAULT_RULES  # noqa: E402
-from mtcore.paths import DEV, TEST  # noqa: E402
+from mtcore.data.paths import DEV, TEST  # noqa: E402
 
 TYPES = ["misaligned", "copy", "third_language", "truncated", "placeholder", "mojibake", "duplicate"]
 RATE = 0.05  # of the base rows, per type

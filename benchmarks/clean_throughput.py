@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import opusfilter_baseline as ob  # noqa: E402
 
-from mtcore.paths import RAW_PARALLEL  # noqa: E402
+from mtcore.data.paths import RAW_PARALLEL  # noqa: E402
 
 OURS = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from mtcore.cluster import init_ray
+from mtcore.distributed.cluster import init_ray
 init_ray(num_cpus=int(sys.argv[3]))
 t1 = time.perf_counter()
 from mtcore.cleaning import clean_dataset

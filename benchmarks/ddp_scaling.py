@@ -4,7 +4,7 @@
 
 Same data (the first N pairs of the cleaned embedded corpus), same model, same
 token budget per rank and the same number of optimiser steps in every setting:
-- plain: `mtcore.training.fit` in this process (no Ray), 1 process;
+- plain: `mtcore.nmt.training.fit` in this process (no Ray), 1 process;
 - ray-1: Ray Train, 1 worker;  ray-2: Ray Train, 2 workers (gloo DDP).
 tokens/s counts source + target non-pad tokens over all ranks, from the MLflow
 `train/tokens_per_s` windows after the first (warm-up) one. Two workers on a
@@ -24,9 +24,9 @@ from pathlib import Path
 import mlflow
 import torch
 
-from mtcore import ray_training
-from mtcore.jobs import TrainingJob
-from mtcore.paths import DEV, TEST
+from mtcore.distributed import ray_training
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.data.paths import DEV, TEST
 
 
 def job_for(preset: str, steps: int, pairs: int, workers: int, train_data: str) -> TrainingJob:
@@ -47,8 +47,8 @@ def steady_tokens_per_s(run_id: str) -> float:
 
 
 def plain_tokens_per_s(job: TrainingJob, spm: str, train_data: str) -> float:
-    from mtcore.tokenizer import Tokenizer
-    from mtcore.training import fit
+    from mtcore.nmt.tokenizer import Tokenizer
+    from mtcore.nmt.training import fit
 
     windows: list[float] = []
     tok = Tokenizer(spm)

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import torch
 
-from mtcore import paths
-from mtcore.checkpoint import load_checkpoint
+from mtcore.data import paths
+from mtcore.nmt.checkpoint import load_checkpoint
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.corpus import read_corpus
-from mtcore.decoding import encode_sources, translate_ids
-from mtcore.model import build_model, count_parameters
-from mtcore.tokenizer import train_tokenizer
-from mtcore.training import fit, toy_pairs
+from mtcore.data.corpus import read_corpus
+from mtcore.nmt.decoding import encode_sources, translate_ids
+from mtcore.nmt.model import build_model, count_parameters
+from mtcore.nmt.tokenizer import train_tokenizer
+from mtcore.nmt.training import fit, toy_pairs
 
 
 def load_pairs(path: str, n: int) -> tuple[list[tuple[str, str]], str]:

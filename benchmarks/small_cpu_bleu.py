@@ -16,14 +16,14 @@ from pathlib import Path
 
 import torch
 
-from mtcore import paths
-from mtcore.checkpoint import save_checkpoint
+from mtcore.data import paths
+from mtcore.nmt.checkpoint import save_checkpoint
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.corpus import read_corpus
-from mtcore.decoding import translate
-from mtcore.metrics import corpus_bleu, corpus_chrf
-from mtcore.tokenizer import Tokenizer, train_tokenizer
-from mtcore.training import fit, oriented_pairs, toy_pairs
+from mtcore.data.corpus import read_corpus
+from mtcore.nmt.decoding import translate
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
+from mtcore.nmt.training import fit, oriented_pairs, toy_pairs
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ counted two ways: trial-minutes (the time trials held their workers, start-up in
 training steps (free of machine noise). Goal (issue 8): ASHA's best dev BLEU within 0.5 of the
 exhaustive best, for at most 40 % of its compute.
 
-Data: the templated toy corpus of `mtcore.training.toy_pairs` (written to a temporary directory), where
+Data: the templated toy corpus of `mtcore.nmt.training.toy_pairs` (written to a temporary directory), where
 a tiny model reaches a usable BLEU within a hundred steps, so configurations really differ
 within a run of seconds. Runs in its own temporary MTCORE_HOME and MLflow store.
 """
@@ -29,8 +29,8 @@ from pathlib import Path
 def toy_corpus(directory: Path) -> dict[str, str]:
     import pyarrow as pa
 
-    from mtcore.corpus import write_parquet
-    from mtcore.training import toy_pairs
+    from mtcore.data.corpus import write_parquet
+    from mtcore.nmt.training import toy_pairs
 
     pairs = toy_pairs(360, seed=3)
     out = {}
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from mtcore.cluster import init_ray
-    from mtcore.tuning import TuneJob, format_table, run_search
+    from mtcore.distributed.cluster import init_ray
+    from mtcore.distributed.tuning import TuneJob, format_table, run_search
 
     init_ray()
     d = search_config(toy_corpus(work), args.configs, args.max_steps, args.seed, args.workers_per_trial)

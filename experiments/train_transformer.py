@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from mtcore.config import ConfigError
-from mtcore.jobs import TrainingJob
-from mtcore.ray_training import JobError, run_training
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.distributed.ray_training import JobError, run_training
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "small.yaml"
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from mtcore.config import ConfigError
-from mtcore.ray_training import JobError
-from mtcore.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, run_search
+from mtcore.distributed.ray_training import JobError
+from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, run_search
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "tune_small.yaml"
 

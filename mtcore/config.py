@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-ARCHS = ("transformer", "rnn")  # rnn: the attention RNN encoder-decoder of `mtcore.rnn`
+ARCHS = ("transformer", "rnn")  # rnn: the attention RNN encoder-decoder of `mtcore.nmt.rnn`
 RNN_CELLS = ("gru", "lstm")
 RNN_ATTENTIONS = ("bahdanau", "dot", "general")  # additive (Bahdanau et al. 2015); Luong et al. 2015 §3.1
 
@@ -35,7 +35,7 @@ class ConfigError(ValueError):
 class ModelConfig:
     """Encoder-decoder shape. Defaults: the base model of Vaswani et al. 2017, Table 3.
 
-    `arch: rnn` selects the attention RNN encoder-decoder (`mtcore.rnn`): `d_model` is then the
+    `arch: rnn` selects the attention RNN encoder-decoder (`mtcore.nmt.rnn`): `d_model` is then the
     (shared, tied) embedding size, `layers` the recurrent layers of encoder and decoder, and
     the `rnn_*` keys, `input_feeding` and `teacher_forcing` apply; `heads` and `d_ff` do not.
     """

@@ -15,9 +15,9 @@ import time
 from collections import Counter
 
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
-from mtcore.corpus import CorpusError
+from mtcore.data.corpus import CorpusError
 from mtcore.embedding import EncoderError, load_encoder
-from mtcore.paths import DATA_DIR, RUNS_DIR
+from mtcore.data.paths import DATA_DIR, RUNS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus
-from mtcore.corpus import CorpusError
+from mtcore.data.corpus import CorpusError
 from mtcore.embedding import EncoderError
-from mtcore.ledger import StageReport
-from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.ledger import StageReport
+from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 from mtcore.alignment.scoring import SCORES
 
 

@@ -16,9 +16,9 @@ import sys
 
 from mtcore.backtranslation import MODES, BTConfig, BTError, run_backtranslation
 from mtcore.backtranslation.pipeline import stage_table
-from mtcore.checkpoint import CheckpointError
+from mtcore.nmt.checkpoint import CheckpointError
 from mtcore.cleaning import ConfigError
-from mtcore.corpus import CorpusError
+from mtcore.data.corpus import CorpusError
 from mtcore.embedding import EncoderError
 
 DEFAULTS = BTConfig()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mtcore.corpus_build import BuildConfig, build, summary_rows
+from mtcore.data.corpus_build import BuildConfig, build, summary_rows
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:

@@ -15,9 +15,9 @@ import argparse
 import sys
 
 from mtcore.cleaning import ConfigError, clean_dataset, load_config
-from mtcore.corpus import CorpusError
-from mtcore.ledger import StageReport
-from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.corpus import CorpusError
+from mtcore.data.ledger import StageReport
+from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:

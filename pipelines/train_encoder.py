@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.corpus import CorpusError
+from mtcore.data.corpus import CorpusError
 from mtcore.embedding import EncoderError
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
-from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 
 def main(argv: list[str] | None = None) -> int:

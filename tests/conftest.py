@@ -16,7 +16,7 @@ torch.set_num_threads(1)
 def ray_local():
     """A real local Ray instance sized to this machine, shared by every test that needs Ray."""
     os.environ.pop("RAY_ADDRESS", None)  # tests never touch a user's cluster
-    from mtcore.cluster import init_ray
+    from mtcore.distributed.cluster import init_ray
 
     ray = init_ray(num_cpus=min(2, os.cpu_count() or 1), object_store_memory=256 * 1024**2)
     yield ray
@@ -36,8 +36,8 @@ def toy_corpus(tmp_path):
     """Train/dev/test Parquet files (240/30/30 toy pairs) for tiny real training runs: {split: path}."""
     import pyarrow as pa
 
-    from mtcore.corpus import write_parquet
-    from mtcore.training import toy_pairs
+    from mtcore.data.corpus import write_parquet
+    from mtcore.nmt.training import toy_pairs
 
     pairs = toy_pairs(300, seed=1)
 

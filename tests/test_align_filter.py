@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus, filter_table
-from mtcore.corpus import write_parquet
-from mtcore.ledger import REJECT_SCHEMA
+from mtcore.data.corpus import write_parquet
+from mtcore.data.ledger import REJECT_SCHEMA
 from test_embedding import tiny_corpus, tiny_encoder
 
 

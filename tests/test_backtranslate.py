@@ -9,14 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore import ray_training
+from mtcore.distributed import ray_training
 from mtcore.backtranslation import BTConfig, BTError, run_backtranslation
 from mtcore.backtranslation.pipeline import STAGES
-from mtcore.corpus import write_parquet
+from mtcore.data.corpus import write_parquet
 from mtcore.embedding.encoder import EncoderConfig
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
-from mtcore.tokenizer import BT_TAG
-from mtcore.training import toy_pairs
+from mtcore.nmt.tokenizer import BT_TAG
+from mtcore.nmt.training import toy_pairs
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +116,10 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
 def test_reverse_model_with_a_foreign_vocabulary_is_refused(tmp_path, bt_inputs):
     import torch
 
-    from mtcore.checkpoint import save_checkpoint
+    from mtcore.nmt.checkpoint import save_checkpoint
     from mtcore.config import ModelConfig, TrainConfig
-    from mtcore.model import build_model
-    from mtcore.tokenizer import train_tokenizer
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import train_tokenizer
 
     english = [f"open file number {i} and save the {w} document" for i in range(200) for w in ("old", "new")]
     tokenizer = train_tokenizer(english, tmp_path / "spm.model", vocab_size=320)

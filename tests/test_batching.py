@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtcore.batching import BatchingError, TokenBatchSampler, collate
-from mtcore.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def lengths(n: int = 500, seed: int = 0):

@@ -18,9 +18,11 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from mtcore import ray_training, ui
-from mtcore.jobs import TrainingJob
-from mtcore.paths import REPO_ROOT
+from mtcore.distributed import ray_training
+
+from mtcore.tracking import ui
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.data.paths import REPO_ROOT
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = (

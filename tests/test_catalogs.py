@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from mtcore.catalogs import CatalogEntry, CatalogError, catalog_table, entry_id, read_mo, read_po
+from mtcore.data.catalogs import CatalogEntry, CatalogError, catalog_table, entry_id, read_mo, read_po
 
 HEADER = (
     'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset={charset}\\n"\n'

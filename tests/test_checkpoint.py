@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from mtcore.checkpoint import (
+from mtcore.nmt.checkpoint import (
     CheckpointError,
     average_checkpoints,
     last_checkpoints,
@@ -20,11 +20,11 @@ from mtcore.checkpoint import (
     save_checkpoint,
 )
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.corpus import write_parquet
-from mtcore.decoding import translate
-from mtcore.model import build_model
-from mtcore.tokenizer import train_tokenizer
-from mtcore.training import toy_pairs
+from mtcore.data.corpus import write_parquet
+from mtcore.nmt.decoding import translate
+from mtcore.nmt.model import build_model
+from mtcore.nmt.tokenizer import train_tokenizer
+from mtcore.nmt.training import toy_pairs
 
 torch.set_num_threads(1)
 PAIRS = toy_pairs(40)
@@ -101,7 +101,7 @@ def test_translate_and_evaluate_cli(tokenizer, tmp_path):
     save_checkpoint(tmp_path / "ckpt", model, tokenizer)
     expected = translate(model, tokenizer, SOURCES, beam=2, max_len_b=5)
     run = subprocess.run(
-        [sys.executable, "-m", "mtcore.translate", "--model", str(tmp_path / "ckpt"), "--beam", "2", "--max-len-b", "5",
+        [sys.executable, "-m", "mtcore.nmt.translate", "--model", str(tmp_path / "ckpt"), "--beam", "2", "--max-len-b", "5",
          "--batch-size", "4", "--device", "cpu"],
         input="\n".join(SOURCES) + "\n", capture_output=True, text=True, check=True, timeout=120, env=ENV,
     )
@@ -109,13 +109,13 @@ def test_translate_and_evaluate_cli(tokenizer, tmp_path):
     test = write_parquet(pa.table({"src": [s for s, _ in PAIRS[:5]], "tgt": [t for _, t in PAIRS[:5]],
                                    "origin": ["toy"] * 5, "id": [str(i) for i in range(5)]}), tmp_path / "test.parquet")
     run = subprocess.run(
-        [sys.executable, "-m", "mtcore.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--beam", "1",
+        [sys.executable, "-m", "mtcore.nmt.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--beam", "1",
          "--max-len-b", "3", "--limit", "3", "--device", "cpu"],
         capture_output=True, text=True, check=True, timeout=120, env=ENV,
     )
     assert "BLEU" in run.stdout and "nrefs:1|case:mixed" in run.stdout and "(3 pairs)" in run.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "mtcore.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--reverse"],
+        [sys.executable, "-m", "mtcore.nmt.evaluate", "--model", str(tmp_path / "ckpt"), "--test", str(test), "--reverse"],
         capture_output=True, text=True, timeout=120, env=ENV,
     )
     assert bad.returncode != 0 and "the model translates en-vi, not vi-en" in bad.stderr

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mtcore.cleaning import build_config, clean_dataset, clean_table, load_config
-from mtcore.ledger import REJECT_SCHEMA
+from mtcore.data.ledger import REJECT_SCHEMA
 
 GOOD = [
     ("Cannot open file %s", "Không thể mở tập tin %s"),

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.corpus import CorpusError, load_corpus, read_corpus, write_parquet
+from mtcore.data.corpus import CorpusError, load_corpus, read_corpus, write_parquet
 
 PAIRS = [("Open file", "Mở tập tin"), ("Save %s", "Lưu %s"), ("Quit", "Thoát")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from mtcore.corpus_build import (
+from mtcore.data.corpus_build import (
     BuildConfig,
     choose_splits,
     clean_heldout,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mtcore.config import ModelConfig
-from mtcore.decoding import (
+from mtcore.nmt.decoding import (
     Sampling,
     beam_search,
     encode_sources,
@@ -17,9 +17,9 @@ from mtcore.decoding import (
     max_lengths,
     sample_decode,
 )
-from mtcore.model import build_model
-from mtcore.noise import noise_text, noise_words
-from mtcore.tokenizer import BT_TAG, EOS_ID, PAD_ID, train_tokenizer
+from mtcore.nmt.model import build_model
+from mtcore.backtranslation.noise import noise_text, noise_words
+from mtcore.nmt.tokenizer import BT_TAG, EOS_ID, PAD_ID, train_tokenizer
 
 torch.set_num_threads(1)
 V = 48

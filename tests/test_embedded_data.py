@@ -7,8 +7,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.corpus_build import normalise_source, origin_package
-from mtcore.paths import DATA_DIR, DEV, MONO_VI, RAW_PARALLEL, TEST
+from mtcore.data.corpus_build import normalise_source, origin_package
+from mtcore.data.paths import DATA_DIR, DEV, MONO_VI, RAW_PARALLEL, TEST
 
 PARALLEL_COLUMNS = {"src", "tgt", "origin", "id", "context"}
 

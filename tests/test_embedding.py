@@ -22,7 +22,7 @@ from mtcore.embedding.train import (
     retrieval_accuracy,
     train_encoder,
 )
-from mtcore.tokenizer import train_tokenizer
+from mtcore.nmt.tokenizer import train_tokenizer
 
 NOUNS = [("file", "tệp"), ("folder", "thư mục"), ("window", "cửa sổ"), ("image", "hình ảnh"), ("printer", "máy in"),
          ("password", "mật khẩu"), ("user", "người dùng"), ("package", "gói"), ("server", "máy chủ"), ("network", "mạng"),

@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mtcore import ray_training
-from mtcore.corpus import write_parquet
-from mtcore.training import toy_pairs
+from mtcore.distributed import ray_training
+from mtcore.data.corpus import write_parquet
+from mtcore.nmt.training import toy_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from mtcore.ledger import REJECT_SCHEMA, ReconciliationError, StageReport, rejects_table, write_report
+from mtcore.data.ledger import REJECT_SCHEMA, ReconciliationError, StageReport, rejects_table, write_report
 
 
 def test_rejects_table_schema_and_per_row_reasons():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sacrebleu
 
-from mtcore.metrics import corpus_bleu, corpus_chrf, score_translations
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf, score_translations
 
 HYPS = ["Mở tệp mới", "con mèo ở đây", "Không thể đọc thư mục %s.", "cửa sổ"]
 REFS = ["Mở tập tin mới", "con mèo ở đây", "Không thể đọc thư mục %s.", "cửa sổ đỏ"]

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from mtcore.config import ConfigError, ModelConfig, RunConfig, TrainConfig
-from mtcore.model import attention_maps, build_model, count_parameters, record_attention
-from mtcore.tokenizer import EOS_ID, PAD_ID
+from mtcore.nmt.model import attention_maps, build_model, count_parameters, record_attention
+from mtcore.nmt.tokenizer import EOS_ID, PAD_ID
 
 torch.set_num_threads(1)  # a shared 2-core machine: OpenMP spinning costs more than it gives
 V = 40

@@ -4,7 +4,7 @@ The head and two worker nodes are separate `ray start --block` processes launche
 scripts/cluster/start_head.sh / start_worker.sh (what cluster.yaml runs), each with its own
 temp dir, one CPU, free ports and token authentication on; start_head.sh also starts the MLflow
 tracking server as its own process on 127.0.0.1. The entry points are run as a user runs them on
-a cluster: `python <script>` with RAY_ADDRESS pointing at the head, so `mtcore.cluster.init_ray`
+a cluster: `python <script>` with RAY_ADDRESS pointing at the head, so `mtcore.distributed.cluster.init_ray`
 connects instead of starting Ray. Which node ran what is read from the processes themselves: a
 Ray worker process is a child of its node's raylet and carries the actor/task name in its title.
 
@@ -34,8 +34,8 @@ import pyarrow as pa
 import pytest
 import ray  # noqa: F401 - puts Ray's bundled psutil on sys.path (imported below)
 
-from mtcore.corpus import write_parquet
-from mtcore.training import toy_pairs
+from mtcore.data.corpus import write_parquet
+from mtcore.nmt.training import toy_pairs
 
 psutil = importlib.import_module("psutil")  # Ray's bundled copy, importable once ray is imported
 

@@ -1,8 +1,8 @@
-"""mtcore.placeholders: canonical multisets of format specifiers and markup."""
+"""mtcore.data.placeholders: canonical multisets of format specifiers and markup."""
 
 import pytest
 
-from mtcore.placeholders import extract, mismatch, strip
+from mtcore.data.placeholders import extract, mismatch, strip
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import sys
 import mlflow
 import pytest
 
-from mtcore import ray_training
-from mtcore.jobs import TrainingJob
+from mtcore.distributed import ray_training
+from mtcore.distributed.jobs import TrainingJob
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ from __future__ import annotations
 import mlflow
 import pytest
 
-from mtcore import report, tracking
+from mtcore import tracking
+
+from mtcore.tracking import report
 
 SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
 

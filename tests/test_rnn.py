@@ -9,15 +9,15 @@ import mlflow
 import pytest
 import torch
 
-from mtcore import ray_training
-from mtcore.checkpoint import load_checkpoint, save_checkpoint
+from mtcore.distributed import ray_training
+from mtcore.nmt.checkpoint import load_checkpoint, save_checkpoint
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
-from mtcore.decoding import Sampling, beam_search, greedy_decode, sample_decode, translate
-from mtcore.jobs import TrainingJob
-from mtcore.model import attention_maps, build_model, count_parameters
-from mtcore.rnn import RNNSeq2Seq
-from mtcore.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
-from mtcore.training import fit, toy_pairs
+from mtcore.nmt.decoding import Sampling, beam_search, greedy_decode, sample_decode, translate
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.nmt.model import attention_maps, build_model, count_parameters
+from mtcore.nmt.rnn import RNNSeq2Seq
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
+from mtcore.nmt.training import fit, toy_pairs
 
 torch.set_num_threads(1)
 V = 48
@@ -229,8 +229,8 @@ def test_arch_switch_trains_through_ray_and_logs_to_mlflow(ray_local, mlflow_uri
 def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
     import yaml
 
-    from mtcore import tuning
-    from mtcore.tuning import TuneJob
+    from mtcore.distributed import tuning
+    from mtcore.distributed.tuning import TuneJob
 
     monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
     config = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
@@ -253,7 +253,7 @@ def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlfl
 
 
 def test_search_space_file_replaces_the_configs_space(tmp_path):
-    from mtcore.tuning import TuneJob
+    from mtcore.distributed.tuning import TuneJob
 
     configs = Path(__file__).resolve().parent.parent / "experiments" / "configs"
     tj = TuneJob.load(configs / "tune_small.yaml", space_file=configs / "space_arch.yaml")

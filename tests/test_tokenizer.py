@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from mtcore.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer, TokenizerError, train_tokenizer
+from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer, TokenizerError, train_tokenizer
 
 CORPUS = [
     "Mở tập tin để đọc",

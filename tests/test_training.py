@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.tokenizer import PAD_ID, train_tokenizer
-from mtcore.training import fit, label_smoothed_loss, make_optimizer, noam_lr, toy_pairs
+from mtcore.nmt.tokenizer import PAD_ID, train_tokenizer
+from mtcore.nmt.training import fit, label_smoothed_loss, make_optimizer, noam_lr, toy_pairs
 
 torch.set_num_threads(1)
 
@@ -94,7 +94,7 @@ def test_tiny_model_overfits_64_pairs(tokenizer):
 
 
 def test_resume_continues_exactly(tokenizer, tmp_path):
-    from mtcore.checkpoint import load_train_state, save_checkpoint
+    from mtcore.nmt.checkpoint import load_train_state, save_checkpoint
 
     cfg = quick(max_steps=12)
     straight = fit(cfg, TINY, PAIRS, PAIRS, tokenizer)
@@ -114,8 +114,8 @@ def test_stop_rules(tokenizer):
     assert (stuck.stop_reason, stuck.steps) == ("patience", 3)
     one_epoch = fit(quick(max_epochs=1, accumulation=2), TINY, PAIRS, PAIRS, tokenizer)
     assert one_epoch.stop_reason == "max_epochs"
-    from mtcore.batching import TokenBatchSampler
-    from mtcore.training import _lengths, encode_pairs
+    from mtcore.nmt.batching import TokenBatchSampler
+    from mtcore.nmt.training import _lengths, encode_pairs
 
     n_batches = len(TokenBatchSampler(*_lengths(encode_pairs(tokenizer, PAIRS, 64)[0]), 256, seed=0))
     assert one_epoch.steps == math.ceil(n_batches / 2)
@@ -127,7 +127,7 @@ def test_stop_rules(tokenizer):
 def _ddp_worker(rank: int, world: int, store: str, spm: str, out: str) -> None:
     import torch.distributed as dist
 
-    from mtcore.tokenizer import Tokenizer
+    from mtcore.nmt.tokenizer import Tokenizer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)

@@ -12,9 +12,11 @@ import pytest
 import yaml
 from ray.tune import Callback
 
-from mtcore import ray_training, tuning
+from mtcore.distributed import ray_training
+
+from mtcore.distributed import tuning
 from mtcore.config import ConfigError
-from mtcore.tuning import SearchConfig, TuneError, TuneJob, plan_resources
+from mtcore.distributed.tuning import SearchConfig, TuneError, TuneJob, plan_resources
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"

@@ -7,8 +7,10 @@ from pathlib import Path
 import mlflow
 import yaml
 
-from mtcore import ray_training, tuning
-from mtcore.tuning import TuneJob
+from mtcore.distributed import ray_training
+
+from mtcore.distributed import tuning
+from mtcore.distributed.tuning import TuneJob
 
 TINY = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
 

@@ -11,8 +11,10 @@ import urllib.request
 import mlflow
 import pytest
 
-from mtcore import tracking, ui
-from mtcore.paths import REPO_ROOT
+from mtcore import tracking
+
+from mtcore.tracking import ui
+from mtcore.data.paths import REPO_ROOT
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_busy_port_is_refused_before_launching(listener, tmp_path):
 def test_cli_busy_port_message(listener, tmp_path):
     """The real command, as a user runs it."""
     proc = subprocess.run(
-        [sys.executable, "-m", "mtcore.ui", "--port", str(listener), "--store", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        [sys.executable, "-m", "mtcore.tracking.ui", "--port", str(listener), "--store", f"sqlite:///{tmp_path / 'mlflow.db'}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
     )
     assert proc.returncode == 2, proc.stderr
@@ -93,7 +95,7 @@ def test_real_server_answers_and_a_second_start_is_refused(tmp_path):
         with pytest.raises(ui.UIError, match=f"port {port} is taken by an MLflow UI this command started for another store"):
             ui.start_server(other, port=port, runs_dir=tmp_path)
         # An MLflow server this command did not start (no record of it) is named as such.
-        with pytest.raises(ui.UIError, match=rf"an MLflow server \(version {mlflow.__version__}\) not started by mtcore.ui"):
+        with pytest.raises(ui.UIError, match=rf"an MLflow server \(version {mlflow.__version__}\) not started by mtcore.tracking.ui"):
             ui.check_port("127.0.0.1", port, store, runs_dir=tmp_path / "elsewhere")
     finally:
         ui.stop_server(proc, port, tmp_path)

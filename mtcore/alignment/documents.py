@@ -283,7 +283,7 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     sentences. `auto`: `sentences` when ≥ 5 % of the lines are blank (wrapped prose),
     else `lines`.
     """
-    from mtcore.corpus import CorpusError, _decode_lines
+    from mtcore.data.corpus import CorpusError, _decode_lines
 
     path = Path(path)
     if not path.is_file():

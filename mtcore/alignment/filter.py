@@ -96,7 +96,7 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
     """
     import ray
 
-    from mtcore.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
     init_ray()
     gpus = available_gpus()
@@ -230,7 +230,7 @@ def outputs_exist(output: Path) -> bool:
 
 def decide(table: pa.Table, scores: PairScores, cfg: FilterConfig) -> tuple[pa.Table, pa.Table, float]:
     """(kept, rejects, threshold) from scores computed once."""
-    from mtcore.ledger import rejects_table
+    from mtcore.data.ledger import rejects_table
 
     values = scores.real(cfg.score)
     threshold = auto_threshold(values, scores.misaligned(cfg.score)) if cfg.threshold == "auto" else float(cfg.threshold)
@@ -280,8 +280,8 @@ def filter_corpus(
     input_path: str | Path, output: str | Path, cfg: FilterConfig | None = None, *, overwrite: bool = False, use_ray: bool = True, track: bool = True
 ) -> FilterResult:
     """The align-filter stage: read, score, decide, write `kept/`, `rejects/`, `report.json`, histogram, MLflow."""
-    from mtcore.corpus import read_corpus, write_parquet
-    from mtcore.ledger import StageReport, write_report
+    from mtcore.data.corpus import read_corpus, write_parquet
+    from mtcore.data.ledger import StageReport, write_report
 
     cfg = cfg or FilterConfig()
     output = Path(output)

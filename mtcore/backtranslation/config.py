@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from mtcore.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
 
 MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
 
@@ -18,7 +18,7 @@ class BTError(ValueError):
 
 @dataclass(frozen=True)
 class BTConfig:
-    corpus: str = str(RAW_PARALLEL)  # raw parallel corpus (any format mtcore.corpus reads)
+    corpus: str = str(RAW_PARALLEL)  # raw parallel corpus (any format mtcore.data.corpus reads)
     mono: str = str(MONO_VI)  # monolingual Vietnamese: Parquet with a `text` column, or one sentence a line
     output: str = str(RUNS_DIR / "backtranslate")
     reverse_model: str = "train"  # a checkpoint directory, an MLflow model URI, or "train"

@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from mtcore.backtranslation.config import BTConfig
 from mtcore.backtranslation.pipeline import run_backtranslation
-from mtcore.corpus import read_corpus, write_parquet
-from mtcore.jobs import TrainingJob
-from mtcore.paths import DEV, RUNS_DIR, TEST
+from mtcore.data.corpus import read_corpus, write_parquet
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.data.paths import DEV, RUNS_DIR, TEST
 
 EXPERIMENT = "bt_effect"
 VARIANTS = {  # name: (mode, tag) or None for real-only
@@ -83,7 +83,7 @@ def forward_job(cfg: EffectConfig, name: str, train_data: str) -> TrainingJob:
 
 
 def run_effect(cfg: EffectConfig, aligned_path: str) -> list[dict]:
-    from mtcore.ray_training import run_training
+    from mtcore.distributed.ray_training import run_training
 
     root = Path(cfg.output)
     parallel, mono = split_low_resource(read_corpus(aligned_path), cfg.parallel_share, cfg.seed)

@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 
 from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.stages import StageDir, check_output
-from mtcore.corpus import read_corpus, write_parquet
-from mtcore.ledger import StageReport, rejects_table, write_report
-from mtcore.tokenizer import BT_TAG
+from mtcore.data.corpus import read_corpus, write_parquet
+from mtcore.data.ledger import StageReport, rejects_table, write_report
+from mtcore.nmt.tokenizer import BT_TAG
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "backtranslate"
@@ -57,7 +57,7 @@ def read_mono(path: str | Path) -> pa.Table:
         if "text" not in table.column_names:
             raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
     else:
-        from mtcore.corpus import _decode_lines
+        from mtcore.data.corpus import _decode_lines
 
         lines = _decode_lines(path)
         table = pa.table({"text": lines})
@@ -77,7 +77,7 @@ def check_reverse_model(spec: str, mono_sample: list[str]) -> str | None:
     if spec == "train":
         return None
     directory = resolve_model_dir(spec)
-    from mtcore.checkpoint import CheckpointError, load_checkpoint
+    from mtcore.nmt.checkpoint import CheckpointError, load_checkpoint
 
     try:
         ckpt = load_checkpoint(directory)
@@ -137,8 +137,8 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     out = stage.begin()
     if given is not None:
         return stage.finish({"stage": "reverse_model", "checkpoint": given, "trained": False, "dev_bleu": None})
-    from mtcore.jobs import TrainingJob
-    from mtcore.ray_training import run_training
+    from mtcore.distributed.jobs import TrainingJob
+    from mtcore.distributed.ray_training import run_training
 
     job = TrainingJob.from_dict(
         {
@@ -204,7 +204,7 @@ def read_parquet_table(path: Path) -> pa.Table:
 
 def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, threshold: float | None) -> dict:
     """Cheap rules first (empty output, length ratio, placeholders), then the cosine of the built-in encoder."""
-    from mtcore import placeholders
+    from mtcore.data import placeholders
     from mtcore.alignment.filter import FilterConfig, filter_table
 
     out = stage.begin()

@@ -19,7 +19,7 @@ class BackTranslator:
     def __init__(self, checkpoint_dir: str, mode: str, beam: int, top_k: int, temperature: float, seed: int):
         import torch
 
-        from mtcore.checkpoint import load_checkpoint
+        from mtcore.nmt.checkpoint import load_checkpoint
 
         torch.set_num_threads(1)  # one CPU per actor: Ray scheduled it so
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -39,8 +39,8 @@ def translate_texts(ckpt, texts: list[str], mode: str, beam: int, top_k: int, te
 
     import torch
 
-    from mtcore.decoding import Sampling, translate
-    from mtcore.noise import noise_text
+    from mtcore.nmt.decoding import Sampling, translate
+    from mtcore.backtranslation.noise import noise_text
 
     if mode == "sample":
         # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output.
@@ -57,7 +57,7 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
     """Translate `mono` (columns text, origin, id) on Ray Data; rows come back sorted by id."""
     import ray
 
-    from mtcore.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
     init_ray()
     if not len(mono):

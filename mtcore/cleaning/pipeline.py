@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from mtcore.cleaning.config import CleaningConfig, load_config
 from mtcore.cleaning.normalize import normalize_table
-from mtcore.ledger import REJECT_SCHEMA, StageReport, write_report
+from mtcore.data.ledger import REJECT_SCHEMA, StageReport, write_report
 
 log = logging.getLogger(__name__)
 
@@ -257,8 +257,8 @@ def clean_dataset(
     """
     import ray
 
-    from mtcore.cluster import available_cpus, init_ray
-    from mtcore.corpus import CorpusError, load_corpus
+    from mtcore.distributed.cluster import available_cpus, init_ray
+    from mtcore.data.corpus import CorpusError, load_corpus
 
     output, input_path = Path(output), Path(input_path)
     if outputs_exist(output) and not overwrite:
@@ -312,7 +312,7 @@ def clean_dataset(
 
 def report_figures(output: Path) -> list[Path]:
     """OUTPUT/rejects_by_reason.png and OUTPUT/score_histograms.png from OUTPUT/report.json and OUTPUT/rejects/."""
-    from mtcore.plots import count_bars, score_histograms
+    from mtcore.tracking.plots import count_bars, score_histograms
 
     report = json.loads((output / "report.json").read_text(encoding="utf-8"))
     rejects = pq.read_table(output / "rejects", columns=["reason", "score"]).to_pandas()

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mtcore import placeholders
+from mtcore.data import placeholders
 
 REGISTRY: dict[str, type["Rule"]] = {}
 
@@ -62,7 +62,7 @@ FOREIGN_LETTERS = "äëïöüÿßñçœæåøîûłśźżńćęąčřšžěůť�
 FOREIGN_LETTERS += "".join(c.upper() for c in FOREIGN_LETTERS if c != "ß")
 
 _WORD = r"[\pL\pM]+"
-# Placeholders in RE2 (a vectorised approximation of mtcore.placeholders, for removing them before counting words).
+# Placeholders in RE2 (a vectorised approximation of mtcore.data.placeholders, for removing them before counting words).
 PLACEHOLDER_RE2 = r"%(?:\d+\$|\([A-Za-z_][A-Za-z0-9_]*\))?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn]|\{[^{}\s]*\}|</?[A-Za-z][^<>]*>|&[A-Za-z#][A-Za-z0-9]*;"
 _VI_WORD = rf"[\pL\pM]*[{VI_LETTERS}][\pL\pM]*"
 _VI_UNIQUE_WORD = rf"[\pL\pM]*[{VI_UNIQUE_LETTERS}][\pL\pM]*"
@@ -443,7 +443,7 @@ class LanguageID(Rule):
 @register
 @dataclass
 class Placeholders(Rule):
-    """Format specifiers, markup tags, entities and escapes must match as multisets (see mtcore.placeholders)."""
+    """Format specifiers, markup tags, entities and escapes must match as multisets (see mtcore.data.placeholders)."""
 
     reason: ClassVar[str] = "placeholder_mismatch"
     score_key: ClassVar[str] = "mismatched"
@@ -652,7 +652,7 @@ class Repetition(Rule):
 class TestOverlap(Rule):
     """Never train on test: a source whose normalised form (lower case, letters and digits)
     occurs among the dev/test sources is rejected. `paths` defaults to the embedded
-    dev and test sets (mtcore.paths.DEV/TEST) where they exist; `match_target` also
+    dev and test sets (mtcore.data.paths.DEV/TEST) where they exist; `match_target` also
     rejects a target found among the dev/test targets."""
 
     paths: list | None = None
@@ -662,10 +662,10 @@ class TestOverlap(Rule):
     score_key: ClassVar[str] = "overlap"
 
     def __post_init__(self):
-        from mtcore.corpus import CorpusError, read_corpus
+        from mtcore.data.corpus import CorpusError, read_corpus
 
         if self.paths is None:
-            from mtcore.paths import DEV, TEST
+            from mtcore.data.paths import DEV, TEST
 
             self.paths = [str(p) for p in (DEV, TEST) if Path(p).exists()]
         src_keys, tgt_keys = [], []

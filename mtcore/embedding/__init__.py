@@ -37,7 +37,7 @@ __all__ = [
 
 
 def builtin_dir() -> Path:
-    from mtcore.paths import RUNS_DIR
+    from mtcore.data.paths import RUNS_DIR
 
     return RUNS_DIR / "encoders" / BUILTIN
 
@@ -60,9 +60,9 @@ def ensure_builtin() -> Path:
 
 
 def _train_builtin(path: Path) -> None:
-    from mtcore.corpus import read_corpus
+    from mtcore.data.corpus import read_corpus
     from mtcore.embedding.train import train_encoder
-    from mtcore.paths import DEV, RAW_PARALLEL, TEST
+    from mtcore.data.paths import DEV, RAW_PARALLEL, TEST
 
     if not RAW_PARALLEL.exists():
         raise EncoderError(

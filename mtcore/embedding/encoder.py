@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtcore.tokenizer import PAD_ID, Tokenizer
+from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
 

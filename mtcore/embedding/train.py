@@ -41,7 +41,7 @@ from mtcore.embedding.encoder import (
     pad_batch,
     save_encoder,
 )
-from mtcore.tokenizer import Tokenizer, train_tokenizer
+from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
 EXPERIMENT = "train_encoder"
@@ -315,9 +315,9 @@ def train_encoder(
     import ray.train
     from ray.train.torch import TorchTrainer
 
-    from mtcore.cluster import available_cpus, available_gpus, init_ray
-    from mtcore.corpus import read_corpus
-    from mtcore.paths import RUNS_DIR
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.data.corpus import read_corpus
+    from mtcore.data.paths import RUNS_DIR
 
     cfg = cfg or EncoderTrainConfig()
     output = Path(output)

@@ -16,7 +16,7 @@ Deviations from the paper, all deliberate:
 Masks are boolean, True = may attend.
 
 `build_model` builds either architecture from `ModelConfig.arch`: this Transformer or the
-attention RNN encoder-decoder of `mtcore.rnn`, which has the same interface (`Seq2Seq`).
+attention RNN encoder-decoder of `mtcore.nmt.rnn`, which has the same interface (`Seq2Seq`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mtcore.config import ModelConfig
-from mtcore.rnn import RNNSeq2Seq
-from mtcore.rnn import init_weights as init_rnn_weights
-from mtcore.tokenizer import PAD_ID
+from mtcore.nmt.rnn import RNNSeq2Seq
+from mtcore.nmt.rnn import init_weights as init_rnn_weights
+from mtcore.nmt.tokenizer import PAD_ID
 
 # --------------------------------------------------------------------------- parts
 
@@ -278,7 +278,7 @@ Seq2Seq = Transformer | RNNSeq2Seq  # what `build_model` returns: one interface,
 
 def build_model(cfg: ModelConfig, vocab_size: int | None = None) -> Seq2Seq:
     """The one factory: resolves the vocabulary size, picks the architecture (`cfg.arch`) and
-    initialises weights (the RNN's: `mtcore.rnn.init_weights`).
+    initialises weights (the RNN's: `mtcore.nmt.rnn.init_weights`).
 
     Transformer linear layers: Xavier-uniform (as the Annotated Transformer); the shared
     embedding: N(0, d_model^-0.5), so that after the sqrt(d_model) scaling inputs have unit

@@ -38,12 +38,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from mtcore.batching import TokenBatchSampler, collate, plan_batches
+from mtcore.nmt.batching import TokenBatchSampler, collate, plan_batches
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.decoding import encode_sources, translate_ids
-from mtcore.metrics import corpus_bleu, corpus_chrf
-from mtcore.model import Seq2Seq, build_model
-from mtcore.tokenizer import PAD_ID, Tokenizer
+from mtcore.nmt.decoding import encode_sources, translate_ids
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.model import Seq2Seq, build_model
+from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class TrainState:
         return d
 
     def load(self, d: dict[str, Any]) -> None:
-        from mtcore.checkpoint import load_weights
+        from mtcore.nmt.checkpoint import load_weights
 
         if "model" in d:
             load_weights(self.model, d["model"], "resume state")

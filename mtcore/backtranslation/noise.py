@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import TypeVar
 
-from mtcore.tokenizer import BT_TAG
+from mtcore.nmt.tokenizer import BT_TAG
 
 T = TypeVar("T")
 

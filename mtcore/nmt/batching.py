@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from mtcore.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 class BatchingError(ValueError):

@@ -4,7 +4,7 @@ A job file (`experiments/configs/NAME.yaml`) has three sections: `job` (this
 module: data, workers, run name, tracking), `model` and `train`
 (`mtcore.config`). `key=value` overrides address any of them:
 `job.workers=1 model.heads=4 train.warmup=2000`; `model.arch=rnn` trains the attention
-RNN encoder-decoder instead of the Transformer (`mtcore.rnn`).
+RNN encoder-decoder instead of the Transformer (`mtcore.nmt.rnn`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from mtcore.config import ConfigError, RunConfig, _apply_overrides, _from_dict
-from mtcore.paths import DEV, TEST
+from mtcore.data.paths import DEV, TEST
 
 
 @dataclass(frozen=True)

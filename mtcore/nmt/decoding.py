@@ -4,7 +4,7 @@ Every search is written once over a *stepper* that returns next-token log-probab
 for a batch of prefixes:
 - `_CachedStepper` feeds one new position per step (`model.decode_step`). Transformer:
   self-attention keys/values grow by one position, cross-attention keys/values are
-  projected once per source and reordered with the beams. RNN (`mtcore.rnn`): the cache is
+  projected once per source and reordered with the beams. RNN (`mtcore.nmt.rnn`): the cache is
   the recurrent state and the last attentional vector (fixed size), plus the encoder states
   and their attention keys, computed once per source; all are reordered with the beams;
 - `_NaiveStepper` re-runs the decoder over the whole prefix each step (the Annotated
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import torch
 
-from mtcore.batching import pad
-from mtcore.model import Seq2Seq
-from mtcore.noise import noise_text
-from mtcore.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
+from mtcore.nmt.batching import pad
+from mtcore.nmt.model import Seq2Seq
+from mtcore.backtranslation.noise import noise_text
+from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ ARTIFACT = "checkpoint"
 
 class Translator(mlflow.pyfunc.PythonModel):
     def load_context(self, context):
-        from mtcore.checkpoint import load_checkpoint
+        from mtcore.nmt.checkpoint import load_checkpoint
 
         self.ckpt = load_checkpoint(context.artifacts[ARTIFACT])
 
     def predict(self, context, model_input, params=None):
-        from mtcore.decoding import translate
+        from mtcore.nmt.decoding import translate
 
         texts = _texts(model_input)
         params = params or {}

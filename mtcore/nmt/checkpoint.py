@@ -28,8 +28,8 @@ import torch
 
 from mtcore import __version__
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.model import Seq2Seq, build_model
-from mtcore.tokenizer import Tokenizer
+from mtcore.nmt.model import Seq2Seq, build_model
+from mtcore.nmt.tokenizer import Tokenizer
 
 WEIGHTS, CONFIG, SPM, TRAIN_STATE = "model.pt", "config.json", "spm.model", "train_state.pt"
 

@@ -4,7 +4,7 @@ Three pieces, kept apart (as in Ray's own examples):
 - `prepare_inputs` (driver, before any worker starts): resolve the training corpus
   (cleaning it on first use), train the joint SentencePiece model once, open or
   reuse the MLflow run named after the settings;
-- `train_worker` (each Ray Train worker): plain PyTorch `mtcore.training.fit`, with
+- `train_worker` (each Ray Train worker): plain PyTorch `mtcore.nmt.training.fit`, with
   callbacks that report to Ray Train on every rank, checkpoint from rank 0 and log
   step/validation metrics to MLflow from rank 0 only;
 - `run_training` (driver): builds `ScalingConfig`/`RunConfig`, fits, then evaluates
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtcore.jobs import TrainingJob
-from mtcore.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ def resolve_train_data(job: TrainingJob) -> str:
 
 
 def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, str]]:
-    from mtcore.corpus import read_corpus
-    from mtcore.training import oriented_pairs
+    from mtcore.data.corpus import read_corpus
+    from mtcore.nmt.training import oriented_pairs
 
     table = read_corpus(path)
     if limit:
@@ -79,8 +79,8 @@ def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, s
 
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     """Train the joint SentencePiece model once per (corpus, size); later runs reuse it."""
-    from mtcore.corpus import read_corpus
-    from mtcore.tokenizer import train_tokenizer
+    from mtcore.data.corpus import read_corpus
+    from mtcore.nmt.tokenizer import train_tokenizer
     from mtcore.tracking import data_version
 
     key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}"
@@ -192,10 +192,10 @@ def train_worker(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
 
-    from mtcore.checkpoint import load_train_state, save_checkpoint
+    from mtcore.nmt.checkpoint import load_train_state, save_checkpoint
     from mtcore.config import RunConfig
-    from mtcore.tokenizer import Tokenizer
-    from mtcore.training import fit
+    from mtcore.nmt.tokenizer import Tokenizer
+    from mtcore.nmt.training import fit
 
     job = TrainingJob.from_dict(config["job_config"])
     inputs = PreparedInputs(**config["inputs"])
@@ -260,7 +260,7 @@ def _maybe_inject_failure(job: TrainingJob, rank: int, step: int, inputs: Prepar
 
 def scaling_for(job: TrainingJob) -> tuple[int, bool]:
     """(workers, use_gpu): every GPU if there are any, else 2 CPU workers; never more workers than CPUs."""
-    from mtcore.cluster import available_cpus, available_gpus
+    from mtcore.distributed.cluster import available_cpus, available_gpus
 
     gpus, cpus = available_gpus(), available_cpus()
     use_gpu = {"yes": True, "no": False}.get(job.job.use_gpu, gpus > 0)
@@ -313,8 +313,8 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
 
     `parent_run_id` and `callbacks` serve a Tune search: each trial is a child MLflow
     run, and the callbacks forward the workers' reports to the trial."""
-    from mtcore.cluster import init_ray
-    from mtcore.artifacts import finish_run
+    from mtcore.distributed.cluster import init_ray
+    from mtcore.tracking.artifacts import finish_run
 
     t0 = time.perf_counter()
     init_ray()

@@ -9,7 +9,7 @@ Three pieces, kept apart (as in Ray's Train V2 + Tune examples):
   searched (`{choice: [transformer, rnn]}`), so that one MLflow comparison shows both
   architectures; every other key is checked against each architecture in the space;
 - the trial (`_trial`): a Tune *driver function* that builds the trial's job and calls
-  `mtcore.ray_training.run_training` (in a task outside the trial's CPU-less placement
+  `mtcore.distributed.ray_training.run_training` (in a task outside the trial's CPU-less placement
   group), whose Train workers report dev BLEU at each validation; `ValidationReportCallback`
   forwards those reports to the trial, so ASHA compares trials at the same training step;
 - the driver (`run_search`): plans resources, opens the parent MLflow run, runs (or
@@ -65,9 +65,9 @@ from typing import Any
 
 import yaml
 
-from mtcore import ray_training
+from mtcore.distributed import ray_training
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
-from mtcore.jobs import TrainingJob
+from mtcore.distributed.jobs import TrainingJob
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class SearchConfig:
         if self.gpus_per_worker not in (-1, 0, 1):
             raise ConfigError(
                 f"`search.gpus_per_worker` ({self.gpus_per_worker}) must be 0 or 1: each Train worker "
-                "holds a whole GPU (fractional sharing is not supported by mtcore.ray_training)"
+                "holds a whole GPU (fractional sharing is not supported by mtcore.distributed.ray_training)"
             )
         if self.time_budget_min < 0:
             raise ConfigError(f"`search.time_budget_min` ({self.time_budget_min}) must be >= 0")
@@ -682,7 +682,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     from ray import tune
 
     from mtcore import tracking
-    from mtcore.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
     t0 = time.perf_counter()
     init_ray()
@@ -786,8 +786,8 @@ def _close_children(tj: TuneJob, parent_id: str, rows: list[TrialRow]) -> None:
 def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
     """The best trial: its test BLEU (evaluated here if ASHA stopped it), its model registered; the parent closed."""
     from mtcore import tracking
-    from mtcore.artifacts import finish_run
-    from mtcore.pyfunc import log_translator
+    from mtcore.tracking.artifacts import finish_run
+    from mtcore.tracking.pyfunc import log_translator
 
     mlflow = tracking.setup(tj.search.experiment)
     client = mlflow.MlflowClient()

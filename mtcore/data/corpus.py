@@ -36,7 +36,7 @@ class LoadedCorpus:
 
 
 def empty_rejects() -> pa.Table:
-    from mtcore.ledger import REJECT_SCHEMA
+    from mtcore.data.ledger import REJECT_SCHEMA
 
     return REJECT_SCHEMA.empty_table()
 
@@ -69,7 +69,7 @@ def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
 
     Non-strict: such lines become rejects with reason `malformed_tsv`, so counts still reconcile.
     """
-    from mtcore.ledger import rejects_table
+    from mtcore.data.ledger import rejects_table
 
     path = Path(path)
     src, tgt, ids, bad = [], [], [], []
@@ -154,7 +154,7 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
         if suffix == ".parquet":
             table, rejects = read_parquet(path), empty_rejects()
         elif suffix in (".po", ".mo"):
-            from mtcore.catalogs import catalog_table
+            from mtcore.data.catalogs import catalog_table
 
             table, rejects = catalog_table(path, origin=path.name), empty_rejects()
         elif suffix in (".tsv", ".txt", ".tab"):

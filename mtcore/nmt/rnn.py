@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from mtcore.config import ModelConfig
-from mtcore.tokenizer import PAD_ID
+from mtcore.nmt.tokenizer import PAD_ID
 
 CELLS = {"gru": nn.GRU, "lstm": nn.LSTM}
 

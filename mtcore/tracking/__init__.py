@@ -18,7 +18,7 @@ import urllib.request
 import warnings
 from pathlib import Path
 
-from mtcore.paths import REPO_ROOT, RUNS_DIR
+from mtcore.data.paths import REPO_ROOT, RUNS_DIR
 
 log = logging.getLogger(__name__)
 

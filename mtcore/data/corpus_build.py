@@ -36,9 +36,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mtcore.catalogs import TABLE_SCHEMA, CatalogError, catalog_table
-from mtcore.corpus import write_parquet
-from mtcore.paths import DATA_DIR
+from mtcore.data.catalogs import TABLE_SCHEMA, CatalogError, catalog_table
+from mtcore.data.corpus import write_parquet
+from mtcore.data.paths import DATA_DIR
 
 DEFAULT_CACHE = Path.home() / ".cache" / "mtcore" / "debs"  # outside the repo: debs are ~1 GB
 LOCAL_LOCALE_DIR = Path("/usr/share/locale/vi/LC_MESSAGES")

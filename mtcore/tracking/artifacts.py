@@ -22,9 +22,9 @@ HEATMAP_SENTENCES = 3
 
 def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam: int, device: str) -> dict[str, Any]:
     """Translate `pairs` sources with the checkpoint; BLEU/chrF with signatures and the hypotheses."""
-    from mtcore.checkpoint import load_checkpoint
-    from mtcore.decoding import translate
-    from mtcore.metrics import score_translations
+    from mtcore.nmt.checkpoint import load_checkpoint
+    from mtcore.nmt.decoding import translate
+    from mtcore.nmt.metrics import score_translations
 
     ckpt = load_checkpoint(checkpoint_dir, device=device)
     hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], beam=beam, batch_size=32)
@@ -43,11 +43,11 @@ def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -
     """Heatmaps for a few sentences, teacher-forced on the model's own greedy translation."""
     import torch
 
-    from mtcore.checkpoint import load_checkpoint
-    from mtcore.decoding import encode_sources, translate_ids
-    from mtcore.model import attention_maps
-    from mtcore.plots import attention_heatmap
-    from mtcore.tokenizer import BOS_ID
+    from mtcore.nmt.checkpoint import load_checkpoint
+    from mtcore.nmt.decoding import encode_sources, translate_ids
+    from mtcore.nmt.model import attention_maps
+    from mtcore.tracking.plots import attention_heatmap
+    from mtcore.nmt.tokenizer import BOS_ID
 
     ckpt = load_checkpoint(checkpoint_dir)
     sp = ckpt.tokenizer.sp
@@ -76,8 +76,8 @@ def finish_run(job, inputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
     """Test-set evaluation and every artifact; the MLflow run ends FINISHED."""
     import mlflow
 
-    from mtcore.plots import learning_curves
-    from mtcore.ray_training import load_pairs
+    from mtcore.tracking.plots import learning_curves
+    from mtcore.distributed.ray_training import load_pairs
 
     test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
     result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
@@ -109,7 +109,7 @@ def finish_run(job, inputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
             (Path(tmp) / "test_metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
             mlflow.log_artifact(str(Path(tmp) / "test_metrics.json"))
         if job.job.log_model:
-            from mtcore.pyfunc import log_translator
+            from mtcore.tracking.pyfunc import log_translator
 
             log_translator(best_dir)
     return result
