@@ -186,7 +186,7 @@ class TrainState:
 class TrainResult:
     model: Seq2Seq
     state: TrainState
-    stop_reason: str  # max_steps | max_epochs | patience | time_budget
+    stop_reason: str  # max_steps | max_epochs | patience | time_budget | callback (on_update said stop)
     steps: int
     elapsed_s: float
     tokens_per_s: float  # source + target non-pad tokens per second over the run, all ranks
@@ -271,7 +271,7 @@ def fit(
     on_step: Callable[[dict[str, float]], None] | None = None,
     on_validation: Callable[[dict[str, float], TrainState], None] | None = None,
     on_epoch: Callable[[int, list[list[int]]], None] | None = None,
-    on_update: Callable[[TrainState, float], None] | None = None,
+    on_update: Callable[[TrainState, float], bool | None] | None = None,
     state: dict[str, Any] | None = None,
     time_budget_s: float | None = None,
 ) -> TrainResult:
@@ -282,7 +282,7 @@ def fit(
     run (weights included) to resume from. `time_budget_s` overrides `train_cfg.time_budget_min`.
     `on_epoch(epoch, batches)` sees this rank's batches (indices into the encoded training pairs)
     before each epoch: the record of its share. `on_update(state, elapsed_s)` runs after every
-    optimiser step (snapshots by wall time, e.g. for budget curves and checkpoint averaging).
+    optimiser step (snapshots by wall time, e.g. for budget curves); returning True stops training.
     """
     device = torch.device(device)
     rank, world = dist_info()
@@ -372,8 +372,8 @@ def fit(
             ts.groups_done += 1
             window["grad_norm"] += float(grad_norm)
             window["steps"] += 1
-            if on_update is not None:
-                on_update(ts, time.perf_counter() - t_start)
+            if on_update is not None and on_update(ts, time.perf_counter() - t_start):
+                stop_reason = "callback"
 
             if ts.step % train_cfg.log_every == 0:
                 _report_window(window, ts, device, on_step)
