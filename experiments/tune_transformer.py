@@ -6,6 +6,7 @@
     python experiments/tune_transformer.py --resume                         # continue an interrupted search
     python experiments/tune_transformer.py --search-space experiments/configs/space_arch.yaml   # Transformer vs RNN
     python experiments/tune_transformer.py --workers-per-trial 1 train.max_steps=400
+    python experiments/tune_transformer.py --data runs/backtranslate --dry-run     # the resource plan, on the augmented set
 
 The search space is the `search:` section of the config (see experiments/configs/tune_small.yaml).
 Resources: workers per trial × concurrent trials never exceed the CPUs (GPUs); on 2 CPUs the
@@ -22,12 +23,13 @@ from pathlib import Path
 
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
-from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, run_search
+from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, plan_search, run_search
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "tune_small.yaml"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The options and the base job's `section.key=value` overrides they stand for."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(DEFAULT_CONFIG), help="job YAML with job/model/train/search sections (default: %(default)s)")
     ap.add_argument("--search-space", metavar="YAML", help="a file mapping keys to {choice|grid|uniform|...}: replaces the config's search.space")
@@ -41,14 +43,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, metavar="MIN", help="wall-clock minutes for the whole search")
     ap.add_argument("--resume", action="store_true", help="continue the interrupted search with these settings")
     ap.add_argument("--overwrite", action="store_true", help="start a search with these settings again from scratch")
+    ap.add_argument("--data", help="training corpus: any corpus path, or a stage output such as runs/backtranslate")
+    ap.add_argument("--dry-run", action="store_true", help="print the resource plan and the search space, and stop")
     ap.add_argument("overrides", nargs="*", help="base job overrides, section.key=value, e.g. train.max_steps=400")
     args = ap.parse_args(argv)
+    return args, list(args.overrides) + ([f"job.train_data={args.data}"] if args.data else [])
+
+
+def load_job(args: argparse.Namespace, overrides: list[str]) -> TuneJob:
+    return TuneJob.load(
+        args.config, overrides, space_file=args.search_space, num_samples=args.num_samples,
+        workers_per_trial=args.workers_per_trial, gpus_per_worker=args.gpus_per_worker,
+        concurrent_trials=args.concurrent_trials, scheduler=args.scheduler, search=args.search, seed=args.seed,
+        time_budget_min=args.time_budget,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, overrides = parse_args(argv)
     try:
-        tj = TuneJob.load(
-            args.config, args.overrides, space_file=args.search_space, num_samples=args.num_samples, workers_per_trial=args.workers_per_trial,
-            gpus_per_worker=args.gpus_per_worker, concurrent_trials=args.concurrent_trials, scheduler=args.scheduler,
-            search=args.search, seed=args.seed, time_budget_min=args.time_budget,
-        )
+        tj = load_job(args, overrides)
+        if args.dry_run:
+            print(f"resources    {plan_search(tj).describe()}")
+            print(f"trials       {tj.search.num_samples}, {tj.search.scheduler} scheduler, {tj.search.search} search")
+            for param in tj.search.space:
+                print(f"space        {param.key}: {param.describe()}")
+            return 0
         out = run_search(tj, resume=args.resume, overwrite=args.overwrite)
     except (ConfigError, JobError, TuneError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -12,12 +12,11 @@ and a value of the wrong type is an error that names the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 ARCHS = ("transformer", "rnn")  # rnn: the attention RNN encoder-decoder of `mtcore.nmt.rnn`
 RNN_CELLS = ("gru", "lstm")
@@ -120,6 +119,34 @@ PRESETS: dict[str, dict[str, Any]] = {
     "base": dict(d_model=512, layers=6, heads=8, d_ff=2048, dropout=0.1),  # Table 3, "base"
     "big": dict(d_model=1024, layers=6, heads=16, d_ff=4096, dropout=0.3),  # Table 3, "big" (EN-DE dropout)
 }
+
+
+AUTO = "auto"  # a preset chosen from the time budget and the hardware: `auto_settings`
+
+# The `auto` rule, from benchmarks/budget_curve.py (benchmarks/RESULTS.md, "Which model for which budget"):
+# on 2 CPU cores the small models win every budget measured; GPUs train the paper's base model.
+# (minutes of training at most, preset); the last row also covers "no budget".
+AUTO_CPU_RULE: tuple[tuple[float, str], ...] = ((30.0, "mini"), (float("inf"), "small"))
+# What the measured CPU runs used with every preset: small per-worker batches, a short warm-up and
+# pre-norm (steady at the higher learning rate a run of a few hundred steps needs).
+AUTO_CPU_TRAIN: dict[str, Any] = dict(max_tokens=1500, warmup=300, lr_scale=1.0, validate_every=200, dev_limit=400,
+                                      patience=4, max_epochs=50, log_every=25)
+AUTO_GPU_TRAIN: dict[str, Any] = dict(max_tokens=8192, accumulation=2, warmup=4000, validate_every=2000, dev_limit=1000,
+                                      beam=4, patience=5, max_epochs=100)
+
+
+def auto_settings(budget_min: float, gpus: int) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(model keys, train keys, why) for `preset: auto`; explicit keys of the job still win over these."""
+    if gpus:
+        why = (f"auto: {gpus} GPU(s) -> base, the paper's model and schedule (Vaswani et al. 2017, Table 3); "
+               "no GPU measurement backs this rule yet")
+        return dict(PRESETS["base"]), dict(AUTO_GPU_TRAIN), why
+    limit = budget_min if budget_min > 0 else float("inf")
+    preset = next(name for bound, name in AUTO_CPU_RULE if limit <= bound)
+    budget = f"a {budget_min:g}-minute budget" if budget_min > 0 else "no time budget"
+    why = (f"auto: CPU workers and {budget} -> {preset} ({PRESETS[preset]['d_model']}d, {PRESETS[preset]['layers']} "
+           f"layers), the best BLEU for that budget in benchmarks/budget_curve.py")
+    return {**PRESETS[preset], "pre_norm": True}, dict(AUTO_CPU_TRAIN), why
 
 
 def _check_preset(name: Any) -> str:
@@ -230,21 +257,50 @@ def _check_keys(cls, d: Any, section: str) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
-        raise ConfigError(f"unknown {where}key(s) {unknown}; known keys: {sorted(known)}")
+        hints = [f"did you mean `{m[0]}`?" for k in unknown for m in [difflib.get_close_matches(str(k), known, 1)] if m]
+        raise ConfigError(f"unknown {where}key(s) {unknown}; " + (" ".join(hints) or f"known keys: {sorted(known)}"))
 
 
 def _coerce(value: Any, typ: Any, key: str) -> Any:
-    """Check `value` against a field type; ints are accepted for floats, nothing else is converted."""
-    if typing.get_origin(typ) in (typing.Union, types.UnionType):
-        args = typing.get_args(typ)
-        if value is None and type(None) in args:
-            return None
-        typ = next(a for a in args if a is not type(None))
+    """Check `value` against a field type; ints are accepted for floats, nothing else is converted,
+    except YAML's booleans given to a string field: YAML 1.1 reads `yes`/`no`/`on`/`off` as booleans
+    (the "Norway problem": `src_lang: no`), so they are read back as the words `yes`/`no`."""
+    if value is None and type(None) in typing.get_args(typ):
+        return None
+    typ = _unoptional(typ)
+    if typ is str and isinstance(value, bool):
+        return "yes" if value else "no"
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if typ in (int, float) and isinstance(value, bool) or not isinstance(value, typ):
         raise ConfigError(f"`{key}` must be {typ.__name__}, got {type(value).__name__} {value!r}")
     return value
+
+
+def _unoptional(typ: Any) -> Any:
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(typ) if a is not type(None))
+    return typ
+
+
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+def parse_value(raw: str, typ: Any, key: str) -> Any:
+    """A command-line `key=value` string parsed to the type its field declares (never guessed from the text:
+    `job.use_gpu=yes` stays the string "yes", `train.bf16=no` is False, `model.src_lang=no` is Norwegian)."""
+    typ = _unoptional(typ)
+    text = raw.strip()
+    if typ is bool:
+        if text.lower() in _TRUE | _FALSE:
+            return text.lower() in _TRUE
+        raise ConfigError(f"`{key}` must be a boolean (true/false, yes/no, 1/0), got {raw!r}")
+    if typ in (int, float):
+        try:
+            return typ(text) if typ is float else int(text)
+        except ValueError:
+            raise ConfigError(f"`{key}` must be {typ.__name__}, got {raw!r}") from None
+    return text
 
 
 def _from_dict(cls, d: dict[str, Any], section: str):
@@ -254,16 +310,19 @@ def _from_dict(cls, d: dict[str, Any], section: str):
 
 
 def _apply_overrides(cfg, overrides: list[str], section: str):
-    """key=value pairs on one dataclass; `preset=NAME` (model only) is applied first."""
-    values: dict[str, Any] = {}
+    """key=value pairs on one dataclass, each parsed to its field's type; `preset=NAME` (model only) first."""
+    raw_values: dict[str, str] = {}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key=value")
         key, raw = (s.strip() for s in item.split("=", 1))
-        values[key] = yaml.safe_load(raw) if raw else ""
+        raw_values[key] = raw
     current = cfg.to_dict()
-    if "preset" in values:
+    if "preset" in raw_values:
         if section != "model":
             raise ConfigError("`preset` is a model key")
-        current = {**current, **PRESETS[_check_preset(values.pop("preset"))]}
+        current = {**current, **PRESETS[_check_preset(raw_values.pop("preset"))]}
+    _check_keys(type(cfg), raw_values, section)
+    hints = typing.get_type_hints(type(cfg))
+    values = {k: parse_value(v, hints[k], f"{section}.{k}") for k, v in raw_values.items()}
     return _from_dict(type(cfg), {**current, **values}, section)

@@ -61,7 +61,7 @@ def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch
 
 def test_train_transformer_cli_bad_override(capsys):
     assert script("experiments/train_transformer.py")(["model.heads=3"]) == 2
-    assert "`heads` (3) must divide `d_model` (256)" in capsys.readouterr().err
+    assert "`heads` (3) must divide `d_model` (128)" in capsys.readouterr().err  # auto → mini on CPU
 
 
 def test_train_encoder_cli_tiny(ray_local, mlflow_uri, tmp_path, capsys, toy_files):

@@ -258,13 +258,16 @@ def clean_dataset(
     import ray
 
     from mtcore.distributed.cluster import available_cpus, init_ray
-    from mtcore.data.corpus import CorpusError, load_corpus
+    from mtcore.data.corpus import CorpusError, has_contract_columns, is_parallel_prefix, load_corpus
 
     output, input_path = Path(output), Path(input_path)
     if outputs_exist(output) and not overwrite:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
     cfg = cfg or load_config()
-    if not input_path.exists() and not input_path.with_name(input_path.name + ".en").exists():
+    parquet = input_path.suffix == ".parquet" or input_path.is_dir()
+    if parquet:  # schema checked before Ray starts: a missing `src` costs a second, not a cluster start
+        distributed_read = has_contract_columns(input_path)
+    elif not input_path.exists() and not is_parallel_prefix(input_path):
         raise CorpusError(f"{input_path}: file not found")
     for sub in ("kept", "rejects", "_scored", "report.json"):
         p = output / sub
@@ -275,12 +278,12 @@ def clean_dataset(
 
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
-    if input_path.suffix == ".parquet" or input_path.is_dir():
+    if parquet and distributed_read:
         rows = pads.dataset(str(input_path), format="parquet").count_rows()
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         # A single-file corpus is one read task; split it so that every CPU gets blocks.
         ds = ray.data.read_parquet(str(input_path), override_num_blocks=blocks).repartition(blocks)
-    else:  # TSV, IWSLT pair, gettext catalog: read on the driver, then distribute
+    else:  # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them, then distribute
         table = load_corpus(input_path).table
         rows = len(table)
         blocks = max(cpus, math.ceil(rows / rows_per_block))

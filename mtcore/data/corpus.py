@@ -13,6 +13,7 @@ reading, malformed lines are not dropped but returned as reason-coded rejects.
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +46,13 @@ def empty_rejects() -> pa.Table:
 
 
 def _decode_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file without their ends; BOM and CRLF are normalised, not errors."""
+    """Lines of a UTF-8 text file (gzip'd if it ends in .gz) without their ends; BOM and CRLF are normalised."""
     raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as err:
+            raise CorpusError(f"{path}: not a readable gzip file: {err}") from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
@@ -98,8 +104,7 @@ def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
 def read_parallel_text(prefix: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> pa.Table:
     """`PREFIX.en` + `PREFIX.vi`, line-aligned (the Moses/IWSLT layout)."""
     prefix = Path(prefix)
-    src_path = prefix.with_name(f"{prefix.name}.{src_lang}")
-    tgt_path = prefix.with_name(f"{prefix.name}.{tgt_lang}")
+    src_path, tgt_path = (_side_file(prefix, lang) for lang in (src_lang, tgt_lang))
     for p in (src_path, tgt_path):
         if not p.is_file():
             raise CorpusError(f"{p}: file not found (expected the pair {src_path.name} + {tgt_path.name})")
@@ -113,24 +118,55 @@ def read_parallel_text(prefix: str | Path, src_lang: str = "en", tgt_lang: str =
     return _table(src, tgt, prefix.name, ids)
 
 
+def _side_file(prefix: Path, lang: str) -> Path:
+    """PREFIX.LANG, or PREFIX.LANG.gz where only that exists."""
+    plain = prefix.with_name(f"{prefix.name}.{lang}")
+    packed = plain.with_name(plain.name + ".gz")
+    return packed if packed.is_file() and not plain.is_file() else plain
+
+
+def is_parallel_prefix(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -> bool:
+    return any(_side_file(path, lang).exists() for lang in (src_lang, tgt_lang))
+
+
 # --------------------------------------------------------------------------- Parquet
 
 
-def read_parquet(path: str | Path) -> pa.Table:
-    """A Parquet file or a directory of them; `origin`/`id` are filled in when absent."""
+def parquet_schema(path: str | Path) -> pa.Schema:
+    """The schema of a Parquet file or directory, checked against the contract without reading rows."""
+    import pyarrow.dataset as pads
+
     path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: file not found")
+    try:
+        schema = pads.dataset(str(path), format="parquet").schema
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
+    missing = [c for c in ("src", "tgt") if c not in schema.names]
+    if missing:
+        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' "
+                          f"(found {schema.names})")
+    for name in ("src", "tgt"):
+        if not pa.types.is_string(schema.field(name).type) and not pa.types.is_large_string(schema.field(name).type):
+            raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
+    return schema
+
+
+def has_contract_columns(path: str | Path) -> bool:
+    """True when `origin` and `id` are stored, so that readers need not derive them."""
+    return {"origin", "id"} <= set(parquet_schema(path).names)
+
+
+def read_parquet(path: str | Path) -> pa.Table:
+    """A Parquet file or a directory of them; `origin`/`id` are filled in when absent (the one place
+    they are derived for Parquet: origin = the file or folder name, id = `NAME:ROW`)."""
+    path = Path(path)
+    parquet_schema(path)
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
-    missing = [c for c in ("src", "tgt") if c not in table.column_names]
-    if missing:
-        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt'")
-    for name in ("src", "tgt"):
-        if not pa.types.is_string(table.schema.field(name).type) and not pa.types.is_large_string(
-            table.schema.field(name).type
-        ):
-            raise CorpusError(f"{path}: column '{name}' must be strings, found {table.schema.field(name).type}")
     if "origin" not in table.column_names:
         table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
     if "id" not in table.column_names:
@@ -151,6 +187,8 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
         rejects = empty_rejects()
     elif path.is_file():
         suffix = path.suffix.lower()
+        if suffix == ".gz":  # data.tsv.gz: the format is the suffix before .gz
+            suffix = Path(path.stem).suffix.lower()
         if suffix == ".parquet":
             table, rejects = read_parquet(path), empty_rejects()
         elif suffix in (".po", ".mo"):
@@ -161,8 +199,9 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
             loaded = read_tsv(path, strict=strict)
             table, rejects = loaded.table, loaded.rejects
         else:
-            raise CorpusError(f"{path}: unknown corpus format '{suffix}' (expected .parquet, .tsv, .po, .mo or a PREFIX of PREFIX.{src_lang}/PREFIX.{tgt_lang})")
-    elif path.with_name(f"{path.name}.{src_lang}").exists() or path.with_name(f"{path.name}.{tgt_lang}").exists():
+            raise CorpusError(f"{path}: unknown corpus format '{suffix}' (expected .parquet, .tsv[.gz], .po, .mo "
+                              f"or a PREFIX of PREFIX.{src_lang}/PREFIX.{tgt_lang}[.gz])")
+    elif is_parallel_prefix(path, src_lang, tgt_lang):
         table, rejects = read_parallel_text(path, src_lang, tgt_lang), empty_rejects()
     else:
         raise CorpusError(f"{path}: file not found (nor {path.name}.{src_lang} + {path.name}.{tgt_lang})")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from mtcore.config import ConfigError, RunConfig, _apply_overrides, _from_dict
+from mtcore.config import AUTO, ConfigError, RunConfig, _apply_overrides, _from_dict, auto_settings, parse_value
 from mtcore.data.paths import DEV, TEST
 
 
@@ -58,38 +58,66 @@ class TrainingJob:
     job: JobConfig = field(default_factory=JobConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
+    # Why `preset: auto` chose what it chose (empty for explicit presets); not part of the settings.
+    preset_note: str = field(default="", compare=False)
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str = "<dict>") -> "TrainingJob":
+    def from_dict(cls, d: dict[str, Any], source: str = "<dict>", gpus: int = 0) -> "TrainingJob":
+        """`model.preset: auto` is resolved here for `gpus` GPUs (0: CPU workers) and the job's time budget."""
         if not isinstance(d, dict):
             raise ConfigError(f"{source}: a job file must be a mapping with job/model/train sections")
         unknown = sorted(set(d) - {"job", "model", "train"})
         if unknown:
             raise ConfigError(f"{source}: unknown section(s) {unknown}; expected job, model, train")
         try:
-            return cls(
-                job=_from_dict(JobConfig, d.get("job") or {}, "job"),
-                run=RunConfig.from_dict({k: d[k] for k in ("model", "train") if d.get(k) is not None}),
-            )
+            sections, note = _resolve_auto({k: d.get(k) or {} for k in ("model", "train")}, gpus)
+            return cls(job=_from_dict(JobConfig, d.get("job") or {}, "job"), run=RunConfig.from_dict(sections),
+                       preset_note=note)
         except ConfigError as err:
             raise ConfigError(f"{source}: {err}") from None
 
     @classmethod
-    def load(cls, path: str | Path | None, overrides: list[str] = ()) -> "TrainingJob":
+    def load(cls, path: str | Path | None, overrides: list[str] = (), gpus: int = 0) -> "TrainingJob":
         data: dict = {}
         if path is not None:
             path = Path(path)
             if not path.is_file():
                 raise ConfigError(f"{path}: config file not found")
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return cls.from_dict(data, str(path or "<defaults>")).with_overrides(list(overrides))
+            if not isinstance(data, dict):
+                raise ConfigError(f"{path}: a job file must be a mapping with job/model/train sections")
+        # A preset or a budget given on the command line must be known before `auto` is resolved.
+        early = [o for o in overrides if o.split("=", 1)[0].strip() in ("model.preset", "train.time_budget_min")]
+        for item in early:
+            key, _, raw = item.partition("=")
+            section, name = key.strip().split(".")
+            data.setdefault(section, {})
+            data[section] = {**(data[section] or {}), name: raw.strip() if name == "preset" else
+                             parse_value(raw, float, key.strip())}
+        rest = [o for o in overrides if o not in early]
+        return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest)
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":
         job_items = [o.split(".", 1)[1] for o in overrides if o.startswith("job.")]
         run_items = [o for o in overrides if not o.startswith("job.")]
-        return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=self.run.with_overrides(run_items))
+        return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=self.run.with_overrides(run_items),
+                           preset_note=self.preset_note)
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job.to_dict(), **self.run.to_dict()}
+
+
+def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict], str]:
+    """`model.preset: auto` → the measured choice for the budget and hardware, under the job's explicit keys."""
+    model, train = dict(sections["model"]), dict(sections["train"])
+    if model.get("preset") != AUTO:
+        return {"model": model, "train": train}, ""
+    model.pop("preset")
+    budget = train.get("time_budget_min", 0.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
+    auto_model, auto_train, why = auto_settings(float(budget), gpus)
+    return {"model": {**auto_model, **model}, "train": {**auto_train, **train}}, why
 
     def fingerprint(self) -> str:
         """Hash of everything that changes what is trained (not where it is logged or tested)."""

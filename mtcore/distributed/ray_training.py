@@ -259,18 +259,33 @@ def _maybe_inject_failure(job: TrainingJob, rank: int, step: int, inputs: Prepar
 
 
 def scaling_for(job: TrainingJob) -> tuple[int, bool]:
-    """(workers, use_gpu): every GPU if there are any, else 2 CPU workers; never more workers than CPUs."""
+    """(workers, use_gpu) on the cluster Ray is connected to: see `mtcore.distributed.plan.scaling_for`."""
     from mtcore.distributed.cluster import available_cpus, available_gpus
+    from mtcore.distributed.plan import PlanError
+    from mtcore.distributed.plan import scaling_for as plan_scaling
 
-    gpus, cpus = available_gpus(), available_cpus()
-    use_gpu = {"yes": True, "no": False}.get(job.job.use_gpu, gpus > 0)
-    if use_gpu and gpus == 0:
-        raise JobError("job.use_gpu=yes but the Ray cluster has no GPUs")
-    limit = gpus if use_gpu else cpus
-    workers = job.job.workers or (gpus if use_gpu else min(2, cpus))
-    if workers > limit:
-        raise JobError(f"job.workers={workers} but the cluster has only {limit} {'GPUs' if use_gpu else 'CPUs'}")
-    return workers, use_gpu
+    try:
+        return plan_scaling(job, available_cpus(), available_gpus())
+    except PlanError as err:
+        raise JobError(str(err)) from None
+
+
+def load_and_plan(config: str | Path | None, overrides: list[str] = ()):
+    """(job, plan) for a job file and overrides on the cluster at hand: the config is checked before Ray
+    starts (a typo costs a second); `preset: auto` is then resolved for the GPUs the cluster has."""
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.plan import PlanError, check_gpu_request, make_plan
+
+    job = TrainingJob.load(config, overrides)
+    try:
+        check_gpu_request(job)
+        init_ray()
+        gpus = available_gpus() if job.job.use_gpu != "no" else 0
+        if job.preset_note and gpus:
+            job = TrainingJob.load(config, overrides, gpus=gpus)
+        return job, make_plan(job, available_cpus(), available_gpus())
+    except PlanError as err:
+        raise JobError(str(err)) from None
 
 
 def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu: bool, callbacks: list | None = None):

@@ -674,6 +674,14 @@ def _searcher(tj: TuneJob, concurrent: int):
     return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed)
 
 
+def plan_search(tj: TuneJob) -> ResourcePlan:
+    """The search's resources on the cluster at hand (starting or joining Ray): what `--dry-run` prints."""
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+
+    init_ray()
+    return plan_resources(tj.search, available_cpus(), available_gpus())
+
+
 def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tune_callbacks: list | None = None,
                verbose: int = 1) -> SearchOutcome:
     """Run (or with `resume`, continue) the search; returns the table of trials and the best trial's test result.

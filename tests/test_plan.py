@@ -1,0 +1,145 @@
+"""The resource plan (`--dry-run`) and every documented flag of the training entry points through the parser."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtcore.config import ConfigError, auto_settings
+from mtcore.distributed.jobs import TrainingJob
+from mtcore.distributed.plan import PlanError, make_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(relpath: str):
+    spec = importlib.util.spec_from_file_location(Path(relpath).stem.replace("-", "_"), ROOT / relpath)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def documented_commands(entry: str) -> list[list[str]]:
+    """Every `python ENTRY ...` line of the README and of the script's own docstring, as argv lists."""
+    texts = [(ROOT / "README.md").read_text(encoding="utf-8"), (ROOT / entry).read_text(encoding="utf-8")]
+    found = []
+    for text in texts:
+        for m in re.finditer(rf"python {re.escape(entry)}([^`\n|#]*)", text):
+            tail = m.group(1).split("'")[0].strip()
+            if "[" in tail or "NAME" in tail or "…" in tail or "..." in tail:  # a synopsis, not a command
+                continue
+            found.append(shlex.split(tail))
+    return found
+
+
+TRAIN_COMMANDS = documented_commands("experiments/train_transformer.py")
+TUNE_COMMANDS = documented_commands("experiments/tune_transformer.py")
+
+
+def test_the_docs_show_the_gpu_flag():
+    assert any("--gpu" in argv for argv in TRAIN_COMMANDS), TRAIN_COMMANDS
+    assert len(TRAIN_COMMANDS) >= 4 and len(TUNE_COMMANDS) >= 5
+
+
+@pytest.mark.parametrize("argv", TRAIN_COMMANDS, ids=" ".join)
+def test_every_documented_train_command_parses(argv):
+    module = script("experiments/train_transformer.py")
+    args, overrides = module.parse_args(argv)
+    job = TrainingJob.load(args.config, overrides)
+    if args.gpu:
+        assert job.job.use_gpu == "yes"
+
+
+@pytest.mark.parametrize("argv", TUNE_COMMANDS, ids=" ".join)
+def test_every_documented_tune_command_parses(argv):
+    module = script("experiments/tune_transformer.py")
+    args, overrides = module.parse_args(argv)
+    if args.search == "optuna":
+        pytest.importorskip("optuna")
+    module.load_job(args, overrides)
+
+
+@pytest.mark.parametrize("raw, key, expected", [
+    ("job.use_gpu=yes", "use_gpu", "yes"), ("job.use_gpu=no", "use_gpu", "no"), ("job.use_gpu=auto", "use_gpu", "auto"),
+    ("job.workers=3", "workers", 3), ("job.log_model=no", "log_model", False), ("job.log_model=1", "log_model", True),
+    ("job.run_name=007", "run_name", "007"),  # a string field keeps its text: not the int 7
+])
+def test_overrides_take_the_type_their_field_declares(raw, key, expected):
+    assert getattr(TrainingJob.load(None, [raw]).job, key) == expected
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("job.use_gpu=maybe", "`job.use_gpu` must be auto, yes or no"),
+    ("train.bf16=perhaps", "`train.bf16` must be a boolean"),
+    ("job.workers=two", "`job.workers` must be int"),
+    ("model.haeds=4", "did you mean `heads`?"),
+    ("model.preset=huge", "unknown model preset 'huge'"),
+])
+def test_bad_overrides_name_the_key(raw, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        TrainingJob.load(None, [raw])
+
+
+def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("job: {use_gpu: yes}\nmodel: {src_lang: no, tgt_lang: en}\n")  # YAML 1.1: both are booleans
+    job = TrainingJob.load(cfg)
+    assert (job.job.use_gpu, job.run.model.src_lang) == ("yes", "no")
+
+
+def test_auto_preset_follows_budget_and_hardware():
+    cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11"])
+    assert (cpu.run.model.d_model, cpu.run.model.layers) == (128, 2) and "mini" in cpu.preset_note
+    long_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"])
+    assert long_cpu.run.model.d_model == 256 and "small" in long_cpu.preset_note
+    gpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"], gpus=2)
+    assert (gpu.run.model.d_model, gpu.run.model.layers, gpu.run.train.warmup) == (512, 6, 4000)
+    explicit = TrainingJob.load(None, ["model.preset=auto", "model.heads=2", "train.lr_scale=3"])
+    assert (explicit.run.model.heads, explicit.run.train.lr_scale) == (2, 3.0)  # the user's keys win
+    assert auto_settings(0, 0)[0]["d_model"] == 256  # no budget on CPU: the largest CPU preset of the rule
+
+
+def test_plan_with_declared_gpus_uses_nccl_and_bf16():
+    job = TrainingJob.load(ROOT / "experiments/configs/base.yaml", ["job.use_gpu=yes"])
+    plan = make_plan(job, cpus=16, gpus=2)
+    text = "\n".join(plan.lines())
+    assert (plan.workers, plan.use_gpu, plan.backend, plan.precision) == (2, True, "nccl", "bf16 autocast")
+    assert plan.tokens_per_step == 8192 * 2 * 2 and "512d × 6 layers" in text
+    assert 40e6 < plan.params < 80e6  # Transformer-base with a 16k shared vocabulary
+    with pytest.raises(PlanError, match="has no GPUs"):
+        make_plan(job, cpus=16, gpus=0)
+
+
+def run_cli(args: list[str], code: str | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    cmd = [sys.executable, "-c", code] if code else [sys.executable, "experiments/train_transformer.py", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_gpu_flag_without_gpus_fails_in_one_line_before_ray_starts():
+    proc = run_cli(["--config", "experiments/configs/base.yaml", "--gpu", "--dry-run"], timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--gpu" in proc.stderr and "no CUDA GPU" in proc.stderr
+    assert "Traceback" not in proc.stderr and "Ray" not in proc.stdout
+
+
+def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
+    """`ray.init(num_gpus=2)` declares logical GPUs without hardware: the plan is what a GPU node would run."""
+    code = (
+        "import ray, sys; ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, object_store_memory=80*1024**2, "
+        "log_to_driver=False)\n"
+        "import runpy; sys.argv = ['train_transformer.py', '--config', 'experiments/configs/base.yaml', '--gpu', "
+        "'--dry-run']\n"
+        "runpy.run_path('experiments/train_transformer.py', run_name='__main__')"
+    )
+    proc = run_cli([], code=code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "2 × GPU (cluster: 2 CPUs, 2 GPUs), backend nccl" in proc.stdout
+    assert "bf16 autocast" in proc.stdout and "8,192 tokens per worker × 2 accumulation × 2 workers" in proc.stdout
