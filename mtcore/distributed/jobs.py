@@ -107,18 +107,6 @@ class TrainingJob:
         return {"job": self.job.to_dict(), **self.run.to_dict()}
 
 
-def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict], str]:
-    """`model.preset: auto` → the measured choice for the budget and hardware, under the job's explicit keys."""
-    model, train = dict(sections["model"]), dict(sections["train"])
-    if model.get("preset") != AUTO:
-        return {"model": model, "train": train}, ""
-    model.pop("preset")
-    budget = train.get("time_budget_min", 0.0)
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-        raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
-    auto_model, auto_train, why = auto_settings(float(budget), gpus)
-    return {"model": {**auto_model, **model}, "train": {**auto_train, **train}}, why
-
     def fingerprint(self) -> str:
         """Hash of everything that changes what is trained (not where it is logged or tested)."""
         keep = {k: v for k, v in self.job.to_dict().items() if k in ("train_data", "train_limit", "vocab_size")}
@@ -135,3 +123,16 @@ def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict]
         else:
             shape = f"{m.arch}-d{m.d_model}-L{m.layers}-h{m.heads}"
         return f"{shape}-w{t.warmup}-ls{t.label_smoothing:g}-{m.direction}-{self.fingerprint()[:6]}"
+
+
+def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict], str]:
+    """`model.preset: auto` → the measured choice for the budget and hardware, under the job's explicit keys."""
+    model, train = dict(sections["model"]), dict(sections["train"])
+    if model.get("preset") != AUTO:
+        return {"model": model, "train": train}, ""
+    model.pop("preset")
+    budget = train.get("time_budget_min", 0.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
+    auto_model, auto_train, why = auto_settings(float(budget), gpus)
+    return {"model": {**auto_model, **model}, "train": {**auto_train, **train}}, why
