@@ -18,6 +18,7 @@ from mtcore.cleaning import ConfigError, clean_dataset, load_config
 from mtcore.data.corpus import CorpusError
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.runs import StageError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", default=str(RAW_PARALLEL), help="corpus: Parquet file/dir, TSV, .po/.mo, or PREFIX of PREFIX.en/.vi (default: %(default)s)")
     ap.add_argument("--output", default=str(RUNS_DIR / "clean"), help="output directory (default: %(default)s)")
     ap.add_argument("--config", default=None, help="rules YAML (default: mtcore/cleaning/default_rules.yaml)")
-    ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
+    ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--num-cpus", type=int, default=None, help="local Ray CPUs (default: all; ignored with RAY_ADDRESS)")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log the report and its plots to MLflow (experiment `clean`)")
     args = ap.parse_args(argv)
@@ -33,12 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config)  # every config error surfaces before any work
         result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
                                track=not args.no_mlflow)
-    except (ConfigError, CorpusError) as err:
+    except (ConfigError, CorpusError, StageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     r = result.report
     if result.skipped:
-        print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")
+        print(f"reusing {result.output}: made with the same rules, code and input contents (--overwrite re-runs it)")
     print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
     print("normalised rows: " + ", ".join(f"{k} {v:,}" for k, v in r.get("normalized_rows", {}).items()))
     print(f"kept → {result.output / 'kept'}   rejects → {result.output / 'rejects'}   report → {result.output / 'report.json'}")

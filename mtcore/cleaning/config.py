@@ -22,14 +22,12 @@ from pathlib import Path
 
 import yaml
 
+from mtcore.config import ConfigError  # the one config error of the project
+
 from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
-
-
-class ConfigError(ValueError):
-    """A cleaning configuration that cannot be used; the message names every offending key."""
 
 
 @dataclass

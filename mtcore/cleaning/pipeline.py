@@ -251,7 +251,8 @@ def clean_dataset(
 ) -> CleanResult:
     """Clean a corpus on Ray Data; writes OUTPUT/kept/, OUTPUT/rejects/ and OUTPUT/report.json.
 
-    A stage whose outputs exist is skipped (the existing report is returned) unless `overwrite`.
+    OUTPUT is a `runs.Stage`: made with the same rules, code and input contents, it is reused (the
+    existing report is returned, `skipped`); made with others, it is refused unless `overwrite`.
     With `track`, the report, a bar chart of rejects by reason and the rules' score
     histograms are also logged as an MLflow run (experiment `clean`; see `track_clean`).
     """
@@ -259,22 +260,19 @@ def clean_dataset(
 
     from mtcore.distributed.cluster import available_cpus, init_ray
     from mtcore.data.corpus import CorpusError, has_contract_columns, is_parallel_prefix, load_corpus
+    from mtcore.runs import Stage
 
     output, input_path = Path(output), Path(input_path)
-    if outputs_exist(output) and not overwrite:
-        return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
     cfg = cfg or load_config()
     parquet = input_path.suffix == ".parquet" or input_path.is_dir()
     if parquet:  # schema checked before Ray starts: a missing `src` costs a second, not a cluster start
         distributed_read = has_contract_columns(input_path)
     elif not input_path.exists() and not is_parallel_prefix(input_path):
         raise CorpusError(f"{input_path}: file not found")
-    for sub in ("kept", "rejects", "_scored", "report.json"):
-        p = output / sub
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+    stage = Stage(output, "clean", settings=cfg.to_dict(), inputs={"corpus": input_path},
+                  code=("mtcore.cleaning", "mtcore.data.corpus"))
+    if stage.reuse(overwrite) is not None:
+        return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
 
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
@@ -291,17 +289,17 @@ def clean_dataset(
     if rows == 0:
         raise CorpusError(f"{input_path}: corpus is empty")
 
-    scored_dir = output / "_scored"
-    ds.map_batches(score_batch, fn_kwargs={"cfg": cfg}, batch_format="pyarrow", batch_size=BATCH_SIZE).write_parquet(
-        str(scored_dir)
-    )
-    meta = pq.read_table(scored_dir, columns=META_COLUMNS)
-    dups = decide_duplicates(meta, cfg)
-    split_scored(scored_dir, output, dups)
-    shutil.rmtree(scored_dir)
-
-    report = make_report(meta, dups, cfg, blocks=blocks, cpus=cpus)
-    write_report(output / "report.json", report, input_path=str(input_path), config=cfg.to_dict())
+    with stage.writing() as work:
+        scored_dir = work / "_scored"
+        ds.map_batches(score_batch, fn_kwargs={"cfg": cfg}, batch_format="pyarrow",
+                       batch_size=BATCH_SIZE).write_parquet(str(scored_dir))
+        meta = pq.read_table(scored_dir, columns=META_COLUMNS)
+        dups = decide_duplicates(meta, cfg)
+        split_scored(scored_dir, work, dups)
+        shutil.rmtree(scored_dir)
+        report = make_report(meta, dups, cfg, blocks=blocks, cpus=cpus)
+        write_report(work / "report.json", report, input_path=str(input_path), config=cfg.to_dict())
+        stage.finish({"input": report.input, "kept": report.kept})
     body = json.loads((output / "report.json").read_text(encoding="utf-8"))
     if track:
         run_id = track_clean(input_path, output, body, cfg)

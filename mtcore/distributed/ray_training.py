@@ -63,7 +63,10 @@ def resolve_train_data(job: TrainingJob) -> str:
         return str(path)
     from mtcore.cleaning import clean_dataset
 
-    result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean")
+    # Its own stage, not `runs/clean`, which `pipelines/clean.py` may have filled with another corpus.
+    result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded")
+    if result.skipped:
+        log.info("reusing the cleaned embedded corpus in %s", result.output)
     return str(result.output / "kept")
 
 

@@ -1,0 +1,193 @@
+"""Workspace and Stage: where outputs live, and when an output that exists may be used again.
+
+The workspace is the folder every job writes under: `--home`, else `$MTCORE_HOME`, else `./runs`
+of the current directory (never inside the installed package). A stage is one output folder made
+from settings, code and input files. Its identity is a fingerprint of all three, the inputs by
+their *contents* (`content_hash`), so that
+
+- a finished stage with the same fingerprint is reused, and says so;
+- a stage made with another fingerprint is refused with one line naming what changed, unless
+  `overwrite` (then it is made again);
+- the outputs are written into a temporary sibling folder that is renamed into place when the
+  stage is done: an interrupted run never leaves new rows beside an old report.
+
+    stage = Stage(home() / "clean", "clean", settings=cfg.to_dict(), inputs={"corpus": path}, code=("mtcore.cleaning",))
+    if (old := stage.reuse(overwrite)) is None:
+        with stage.writing() as work:
+            ...write into work...
+            stage.finish(report)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "_stage.json"
+_WHOLE_FILE = 8 * 1024**2  # files up to this size are hashed whole; larger ones by size and samples
+_SAMPLE = 1024**2
+
+
+class StageError(ValueError):
+    """An output folder that holds another run's work; the message says what changed and what to do."""
+
+
+def home(explicit: str | Path | None = None) -> Path:
+    """The workspace: `explicit` (a `--home` option), else $MTCORE_HOME, else ./runs."""
+    return Path(explicit or os.environ.get("MTCORE_HOME") or Path.cwd() / "runs")
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+    if path.is_file():
+        return [path]
+    return sorted(path.parent.glob(f"{path.name}.*"))  # a Moses prefix: PREFIX.en + PREFIX.vi
+
+
+def content_hash(path: str | Path) -> str:
+    """A cheap hash of what a file or folder holds: small files whole; large ones by their size and
+    three 1 MiB samples (start, middle, end). Renaming or touching a file does not change it; editing
+    a small file, or resizing a large one, does."""
+    path = Path(path)
+    h = hashlib.sha256()
+    for f in _files(path):
+        size = f.stat().st_size
+        name = f.relative_to(path) if path.is_dir() else f.name[len(path.name):]  # "" for a file, ".en" in a pair
+        h.update(f"{name}\0{size}\0".encode())
+        with f.open("rb") as fh:
+            if size <= _WHOLE_FILE:
+                h.update(fh.read())
+            else:
+                for offset in (0, size // 2, size - _SAMPLE):
+                    fh.seek(offset)
+                    h.update(fh.read(_SAMPLE))
+    return h.hexdigest()[:16]
+
+
+def code_version(*modules: str) -> str:
+    """A hash of the source files of `modules` (packages include their data files, e.g. rule YAML)."""
+    h = hashlib.sha256()
+    for name in modules:
+        origin = Path(importlib.util.find_spec(name).origin)
+        root = origin.parent if origin.name == "__init__.py" else origin
+        for f in sorted(root.rglob("*") if root.is_dir() else [root]):
+            if f.suffix in (".py", ".yaml") and "__pycache__" not in f.parts:
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out |= _flatten(v, f"{prefix}{k}.")
+        return out
+    return {prefix[:-1]: d}
+
+
+# --------------------------------------------------------------------------- stages
+
+
+@dataclass
+class Stage:
+    path: Path
+    kind: str  # what made it: "clean", "align_filter", "bt/reverse_model", ...
+    settings: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, str | Path] = field(default_factory=dict)  # name -> file or folder
+    code: tuple[str, ...] = ()  # modules whose source is part of the identity
+
+    def __post_init__(self):
+        self.path = Path(self.path)
+
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "settings": json.loads(json.dumps(self.settings, default=str)),
+            "inputs": {k: {"path": str(v), "content": content_hash(v)} for k, v in sorted(self.inputs.items())},
+            "code": code_version(*self.code) if self.code else "",
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        body = {k: v for k, v in self.identity.items() if k != "inputs"}
+        body["inputs"] = {k: v["content"] for k, v in self.identity["inputs"].items()}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+    def manifest(self) -> dict[str, Any] | None:
+        marker = self.path / MANIFEST
+        return json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+
+    def reuse(self, overwrite: bool = False) -> dict[str, Any] | None:
+        """The finished stage's report if it can be reused; None if it must be made (again).
+        Raises StageError if the folder holds other work and `overwrite` is not set."""
+        old = self.manifest()
+        if old is not None and old.get("fingerprint") == self.fingerprint and not overwrite:
+            return old.get("report", {})
+        occupied = self.path.exists() and any(self.path.iterdir())
+        if occupied and not overwrite:
+            what = "; ".join(self.changes(old)) if old else "it holds files that no mtcore stage of this kind made"
+            raise StageError(f"{self.path}: made with other settings or inputs ({what}); pass --overwrite to make "
+                             f"it again, or choose another output")
+        return None
+
+    def changes(self, old: dict[str, Any]) -> list[str]:
+        """What differs between a stored manifest and this stage, one phrase per difference."""
+        new, out = self.identity, []
+        if old.get("kind") != new["kind"]:
+            out.append(f"it is a {old.get('kind')!r} stage, not {new['kind']!r}")
+        before, after = _flatten(old.get("settings", {})), _flatten(new["settings"])
+        for key in sorted(set(before) | set(after)):
+            if before.get(key) != after.get(key):
+                out.append(f"setting `{key}`: {before.get(key)!r} -> {after.get(key)!r}")
+        for name, now in new["inputs"].items():
+            was = old.get("inputs", {}).get(name)
+            if was is None or was["content"] != now["content"]:
+                same_path = was is not None and was["path"] == now["path"]
+                out.append(f"input `{name}` {now['path']}: " + ("its contents changed" if same_path else
+                           f"another input (was {was['path'] if was else 'none'})"))
+        if old.get("code") != new["code"]:
+            out.append(f"the code of {', '.join(self.code)} changed")
+        return out or ["unknown difference"]
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Path]:
+        """A fresh temporary folder beside the stage; renamed into place after `finish` was called in it."""
+        work = self.path.with_name(f".{self.path.name}.partial")
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        self._work, self._report = work, None
+        try:
+            yield work
+            if self._report is None:
+                raise RuntimeError(f"stage {self.kind}: finish() was not called")
+            (work / MANIFEST).write_text(json.dumps(
+                {**self.identity, "fingerprint": self.fingerprint, "report": self._report},
+                indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+            old = self.path.with_name(f".{self.path.name}.old")
+            if self.path.exists():
+                if old.exists():
+                    shutil.rmtree(old)
+                self.path.rename(old)
+            work.rename(self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if work.exists():
+                shutil.rmtree(work, ignore_errors=True)
+
+    def finish(self, report: dict[str, Any]) -> None:
+        self._report = report

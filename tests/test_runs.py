@@ -1,0 +1,111 @@
+"""mtcore.runs: a stage is reused only when its settings, code and input contents are the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mtcore.cleaning import build_config, clean_dataset
+from mtcore.runs import MANIFEST, Stage, StageError, content_hash, home
+
+
+def make(stage: Stage, text: str = "out") -> None:
+    with stage.writing() as work:
+        (work / "result.txt").write_text(text)
+        stage.finish({"rows": len(text)})
+
+
+def test_same_settings_and_inputs_are_reused(tmp_path):
+    src = tmp_path / "in.tsv"
+    src.write_text("a\tb\n")
+    stage = Stage(tmp_path / "s", "demo", {"k": 1}, {"corpus": src})
+    assert stage.reuse() is None
+    make(stage)
+    again = Stage(tmp_path / "s", "demo", {"k": 1}, {"corpus": src})
+    assert again.reuse() == {"rows": 3}
+    assert json.loads((tmp_path / "s" / MANIFEST).read_text())["inputs"]["corpus"]["path"] == str(src)
+
+
+@pytest.mark.parametrize("change, message", [
+    ("settings", "setting `rules.max_ratio`: 3 -> 2"),
+    ("contents", "input `corpus` {src}: its contents changed"),
+    ("input", "input `corpus` {other}: another input"),
+])
+def test_another_fingerprint_is_refused_naming_what_changed(tmp_path, change, message):
+    src, other = tmp_path / "in.tsv", tmp_path / "other.tsv"
+    src.write_text("a\tb\n" * 500)
+    other.write_text("c\td\n")
+    make(Stage(tmp_path / "s", "demo", {"rules": {"max_ratio": 3}}, {"corpus": src}))
+    settings, inputs = {"rules": {"max_ratio": 3}}, {"corpus": src}
+    if change == "settings":
+        settings = {"rules": {"max_ratio": 2}}
+    elif change == "contents":
+        src.write_text("a\tb\n" * 100)  # cut in place: same path, other rows
+    else:
+        inputs = {"corpus": other}
+    stage = Stage(tmp_path / "s", "demo", settings, inputs)
+    with pytest.raises(StageError, match="--overwrite") as err:
+        stage.reuse()
+    assert message.format(src=src, other=other) in str(err.value)
+    assert stage.reuse(overwrite=True) is None
+    make(stage, "new")
+    assert (tmp_path / "s" / "result.txt").read_text() == "new"
+
+
+def test_an_interrupted_stage_leaves_the_old_output_whole(tmp_path):
+    make(Stage(tmp_path / "s", "demo", {"k": 1}))
+    stage = Stage(tmp_path / "s", "demo", {"k": 2})
+    with pytest.raises(KeyboardInterrupt):
+        with stage.writing() as work:
+            (work / "result.txt").write_text("half")
+            raise KeyboardInterrupt
+    assert (tmp_path / "s" / "result.txt").read_text() == "out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no partial folder left behind
+
+
+def test_a_folder_of_other_files_is_not_taken_over(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    with pytest.raises(StageError, match="no mtcore stage"):
+        Stage(tmp_path / "s", "demo").reuse()
+
+
+def test_content_hash_sees_edits_not_renames(tmp_path):
+    a = tmp_path / "a.tsv"
+    a.write_text("x\ty\n")
+    h = content_hash(a)
+    b = tmp_path / "b.tsv"
+    a.rename(b)
+    assert content_hash(b) == h
+    b.write_text("x\tz\n")
+    assert content_hash(b) != h
+
+
+def test_home_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "h"))
+    assert home() == tmp_path / "h" and home(tmp_path / "x") == tmp_path / "x"
+    monkeypatch.delenv("MTCORE_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert home() == tmp_path / "runs"
+
+
+def test_clean_reuses_or_refuses(ray_local, tmp_path):
+    """The issue's cases: other rules, another input, an input cut in place."""
+    tsv = tmp_path / "c.tsv"
+    tsv.write_text("Open the file\tMở tập tin\nSave the file\tLưu tập tin\nClose\tĐóng\n", encoding="utf-8")
+    out = tmp_path / "clean"
+    first = clean_dataset(tsv, out)
+    assert not first.skipped and first.report["input"] == 3
+    assert clean_dataset(tsv, out).skipped
+    with pytest.raises(StageError, match="setting `rules"):
+        clean_dataset(tsv, out, build_config({"rules": [{"NonEmpty": {}}]}))
+    tsv.write_text("Open the file\tMở tập tin\n", encoding="utf-8")  # cut to one row in place
+    with pytest.raises(StageError, match="its contents changed"):
+        clean_dataset(tsv, out)
+    other = tmp_path / "d.tsv"
+    other.write_text("Quit\tThoát\n", encoding="utf-8")
+    with pytest.raises(StageError, match="another input"):
+        clean_dataset(other, out)
+    assert json.loads((out / "report.json").read_text())["input"] == 3  # the old report stands, whole
+    assert clean_dataset(tsv, out, overwrite=True).report["input"] == 1
