@@ -170,7 +170,8 @@ def read_parquet(path: str | Path) -> pa.Table:
     if "origin" not in table.column_names:
         table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
     if "id" not in table.column_names:
-        table = table.append_column("id", pa.array([f"{path.name}:{i}" for i in range(len(table))], pa.string()))
+        # NAME:N with N counted from 1, as the text readers number their lines
+        table = table.append_column("id", pa.array([f"{path.name}:{i}" for i in range(1, len(table) + 1)], pa.string()))
     return table
 
 
