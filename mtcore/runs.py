@@ -191,3 +191,32 @@ class Stage:
 
     def finish(self, report: dict[str, Any]) -> None:
         self._report = report
+
+
+# --------------------------------------------------------------------------- a job's output as training data
+
+DATA_POINTER = "_data.json"
+
+
+def write_data_pointer(root: str | Path, data: str | Path, fingerprint: str, mlflow_run_id: str | None) -> None:
+    """Mark ROOT as a job output whose training data is DATA: `--data ROOT` then trains on it, and the
+    training run is tagged with this fingerprint and MLflow run (lineage)."""
+    root = Path(root)
+    body = {"data": str(Path(data).relative_to(root)), "fingerprint": fingerprint, "mlflow_run_id": mlflow_run_id}
+    (root / DATA_POINTER).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+
+
+def resolve_data(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A corpus path as given, or a job/stage output folder resolved to the data it made:
+    a folder with _data.json (e.g. runs/backtranslate → its assembled set), or a stage with `kept/`.
+    Returns (path, lineage): the producing stage's fingerprint and MLflow run, where known."""
+    path = Path(path)
+    if (path / DATA_POINTER).is_file():
+        body = json.loads((path / DATA_POINTER).read_text(encoding="utf-8"))
+        return path / body["data"], {"fingerprint": body.get("fingerprint"), "mlflow_run_id": body.get("mlflow_run_id"),
+                                     "stage": str(path)}
+    if (path / MANIFEST).is_file() and (path / "kept").is_dir():
+        body = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        return path / "kept", {"fingerprint": body.get("fingerprint"), "mlflow_run_id": body.get("report", {}).get(
+            "mlflow_run_id"), "stage": str(path)}
+    return path, {}

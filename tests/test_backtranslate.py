@@ -12,6 +12,7 @@ import pytest
 from mtcore.distributed import ray_training
 from mtcore.backtranslation import BTConfig, BTError, run_backtranslation
 from mtcore.backtranslation.pipeline import STAGES
+from mtcore.runs import resolve_data
 from mtcore.data.corpus import write_parquet
 from mtcore.embedding.encoder import EncoderConfig
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
@@ -65,9 +66,28 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
 
     again = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
     assert again.reused == list(STAGES)  # idempotent: nothing is redone
+    data, lineage = resolve_data(out)  # `--data OUT` trains on the assembled set, with its lineage
+    assert data == result.augmented and lineage["mlflow_run_id"] == result.mlflow_run_id and lineage["fingerprint"]
 
     with pytest.raises(BTError, match="holds a different run's artifacts"):
         run_backtranslation(config(bt_inputs, out, mode="beam", tag=False))
+
+
+def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt_inputs):
+    """A corpus cut in place is another input; two outputs named alike keep two MLflow runs."""
+    corpus = tmp_path / "real.tsv"
+    corpus.write_text("".join(f"{s}\t{t}\n" for s, t in toy_pairs(50)), encoding="utf-8")
+    cfg = BTConfig(**{**config(bt_inputs, tmp_path / "a" / "bt1").__dict__, "corpus": str(corpus)})
+    before = cfg.stage_settings()
+    corpus.write_text("".join(f"{s}\t{t}\n" for s, t in toy_pairs(10)), encoding="utf-8")
+    after = cfg.stage_settings()
+    assert before["clean"] != after["clean"] and before["select_mono"] != after["select_mono"]
+    from mtcore.backtranslation.pipeline import _open_run
+
+    other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})
+    first, second = _open_run(cfg), _open_run(other)
+    assert first and second and first != second
+    assert _open_run(cfg) == first  # a rerun into the same folder continues its run
 
 
 def test_bad_inputs_fail_before_work(tmp_path, bt_inputs):

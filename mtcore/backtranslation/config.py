@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 from dataclasses import dataclass
 
 from mtcore.data.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
@@ -59,7 +60,13 @@ class BTConfig:
 
     def stage_settings(self) -> dict[str, dict]:
         """What each stage's output depends on (its own settings plus everything upstream)."""
+        from mtcore.runs import content_hash
+
         d = dataclasses.asdict(self)
+        # Inputs count by their contents, not their paths: a file cut in place is another input.
+        for key in ("corpus", "mono", "clean_config", "reverse_model"):
+            if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
+                d[key] = {"path": str(d[key]), "content": content_hash(d[key])}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         clean = pick("corpus", "clean_config")
         align = clean | pick("align_score", "encoder")

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.stages import StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
+from mtcore.runs import write_data_pointer
 from mtcore.data.ledger import StageReport, rejects_table, write_report
 from mtcore.nmt.tokenizer import BT_TAG
 
@@ -314,6 +316,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
 
     stage_list = [reports[n] for n in STAGES]
     _write_job_report(root, cfg, stage_list, reused)
+    write_data_pointer(root, assembled, stages["assemble"].hash, run_id)
     elapsed = time.perf_counter() - t0
     _log_run(run_id, cfg, reports, root, synthetic, elapsed)
     return BTResult(root, assembled, stage_list, reused, checkpoint, reports["reverse_model"].get("dev_bleu"), run_id, elapsed)
@@ -326,19 +329,25 @@ def _write_job_report(root: Path, cfg: BTConfig, stage_list: list[dict], reused:
 
 
 def _open_run(cfg: BTConfig) -> str | None:
+    """The output folder's own MLflow run: its id is kept in OUT/_mlflow_run.json, so that two outputs
+    never share a run (whatever their names) and no filter string is built from a user's path."""
+    pointer = Path(cfg.output) / "_mlflow_run.json"
     try:
         from mtcore import tracking
 
         mlflow = tracking.setup(EXPERIMENT)
-        name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
         client = mlflow.MlflowClient()
+        if pointer.is_file():
+            known = json.loads(pointer.read_text())
+            if known.get("tracking_uri") == mlflow.get_tracking_uri():
+                return known["run_id"]
+        name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
         exp = mlflow.get_experiment_by_name(EXPERIMENT)
-        found = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{name}'", max_results=1)
-        if found:
-            return found[0].info.run_id
         run = client.create_run(exp.experiment_id, run_name=name, tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus))
         for k, v in tracking.flatten(dataclasses.asdict(cfg)).items():
             client.log_param(run.info.run_id, k, v)
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        pointer.write_text(json.dumps({"run_id": run.info.run_id, "tracking_uri": mlflow.get_tracking_uri()}))
         return run.info.run_id
     except Exception as err:  # noqa: BLE001 - the data job must not die for the dashboard
         log.warning("MLflow unavailable, the run is not tracked: %s", err)

@@ -57,8 +57,11 @@ class PreparedInputs:
 def resolve_train_data(job: TrainingJob) -> str:
     """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
     if job.job.train_data:
-        path = Path(job.job.train_data)
-        if not path.exists() and not path.with_name(path.name + ".en").exists():
+        from mtcore.data.corpus import is_parallel_prefix
+        from mtcore.runs import resolve_data
+
+        path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
+        if not path.exists() and not is_parallel_prefix(path):
             raise JobError(f"job.train_data: {path} not found")
         return str(path)
     from mtcore.cleaning import clean_dataset
@@ -122,6 +125,11 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
         "mtcore.fingerprint": job.fingerprint()
     }
+    if job.job.train_data:  # lineage: the data job that made the corpus, where it was one
+        from mtcore.runs import resolve_data
+
+        _, lineage = resolve_data(job.job.train_data)
+        tags |= {f"mtcore.data_{k}": str(v) for k, v in lineage.items() if v}
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
     if found:
