@@ -18,7 +18,7 @@ from mtcore.nmt.decoding import (
     sample_decode,
 )
 from mtcore.nmt.model import build_model
-from mtcore.backtranslation.noise import noise_text, noise_words
+from mtcore.nmt.noise import noise_text, noise_words
 from mtcore.nmt.tokenizer import BT_TAG, EOS_ID, PAD_ID, train_tokenizer
 
 torch.set_num_threads(1)

@@ -40,7 +40,7 @@ def translate_texts(ckpt, texts: list[str], mode: str, beam: int, top_k: int, te
     import torch
 
     from mtcore.nmt.decoding import Sampling, translate
-    from mtcore.backtranslation.noise import noise_text
+    from mtcore.nmt.noise import noise_text
 
     if mode == "sample":
         # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output.

@@ -340,7 +340,6 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     `parent_run_id` and `callbacks` serve a Tune search: each trial is a child MLflow
     run, and the callbacks forward the workers' reports to the trial."""
     from mtcore.distributed.cluster import init_ray
-    from mtcore.tracking.artifacts import finish_run
 
     t0 = time.perf_counter()
     init_ray()
@@ -359,6 +358,30 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
     )
+
+
+def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:
+    """Decode where the GPUs are: a Ray task asking for one when the job trained on GPUs."""
+    import ray
+
+    from mtcore.tracking.artifacts import evaluate_checkpoint
+
+    task = ray.remote(num_cpus=1, num_gpus=1 if use_gpu else 0)(evaluate_checkpoint)
+    return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu"))
+
+
+def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
+    """Test-set evaluation of the best checkpoint (where the GPUs are) and every artifact of the run."""
+    from mtcore.tracking.artifacts import HEATMAP_SENTENCES, log_training_artifacts
+
+    test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
+    result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
+    hyps = result.pop("hyps")
+    dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
+    log_training_artifacts(inputs.mlflow_run_id, inputs.tracking_uri, result=result, hyps=hyps, test_pairs=test_pairs,
+                           dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
+                           config=job.to_dict(), log_model=job.job.log_model)
+    return result
 
 
 def _mark_failed(inputs: PreparedInputs) -> None:

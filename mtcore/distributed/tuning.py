@@ -794,7 +794,7 @@ def _close_children(tj: TuneJob, parent_id: str, rows: list[TrialRow]) -> None:
 def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
     """The best trial: its test BLEU (evaluated here if ASHA stopped it), its model registered; the parent closed."""
     from mtcore import tracking
-    from mtcore.tracking.artifacts import finish_run
+    from mtcore.distributed.ray_training import finish_run
     from mtcore.tracking.pyfunc import log_translator
 
     mlflow = tracking.setup(tj.search.experiment)

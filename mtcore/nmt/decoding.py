@@ -26,7 +26,7 @@ import torch
 
 from mtcore.nmt.batching import pad
 from mtcore.nmt.model import Seq2Seq
-from mtcore.backtranslation.noise import noise_text
+from mtcore.nmt.noise import noise_text
 from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)

@@ -31,14 +31,6 @@ def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam:
     return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps}
 
 
-def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:
-    """Decode where the GPUs are: a Ray task asking for one when the job trained on GPUs."""
-    import ray
-
-    task = ray.remote(num_cpus=1, num_gpus=1 if use_gpu else 0)(evaluate_checkpoint)
-    return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu"))
-
-
 def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -> list[Path]:
     """Heatmaps for a few sentences, teacher-forced on the model's own greedy translation."""
     import torch
@@ -72,20 +64,16 @@ def metric_history(client, run_id: str, names=("train/loss", "dev/loss", "dev/bl
     return {n: sorted((m.step, m.value) for m in client.get_metric_history(run_id, n)) for n in names}
 
 
-def finish_run(job, inputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
-    """Test-set evaluation and every artifact; the MLflow run ends FINISHED."""
+def log_training_artifacts(run_id: str, tracking_uri: str, *, result: dict[str, Any], hyps: list[str],
+                           test_pairs: list[tuple[str, str]], dev_sources: list[str], best_dir: Path, spm_model: str,
+                           config: dict[str, Any], log_model: bool) -> None:
+    """Test metrics with their signatures, and every artifact of a finished training run; the run ends FINISHED."""
     import mlflow
 
     from mtcore.tracking.plots import learning_curves
-    from mtcore.distributed.ray_training import load_pairs
 
-    test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
-    result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
-    hyps = result.pop("hyps")
-
-    mlflow.set_tracking_uri(inputs.tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)
     client = mlflow.MlflowClient()
-    run_id = inputs.mlflow_run_id
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({"test/bleu": result["test/bleu"], "test/chrf": result["test/chrf"]})
         mlflow.set_tags({
@@ -94,22 +82,20 @@ def finish_run(job, inputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
             "mtcore.best_checkpoint": str(best_dir),
         })
         mlflow.log_artifacts(str(best_dir), artifact_path="best_checkpoint")
-        mlflow.log_artifact(inputs.spm_model, artifact_path="tokenizer")
-        mlflow.log_dict(job.to_dict(), "config.json")
+        mlflow.log_artifact(spm_model, artifact_path="tokenizer")
+        mlflow.log_dict(config, "config.json")
         mlflow.log_table(
             {"source": [s for s, _ in test_pairs[:50]], "reference": [t for _, t in test_pairs[:50]], "hypothesis": hyps[:50]},
             artifact_file="samples/test_translations.json",
         )
         with tempfile.TemporaryDirectory() as tmp:
-            dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
             for path in attention_figures(best_dir, dev_sources, Path(tmp)):
                 mlflow.log_artifact(str(path), artifact_path="attention")
             curves = learning_curves(metric_history(client, run_id), Path(tmp) / "learning_curves.png")
             mlflow.log_artifact(str(curves), artifact_path="plots")
             (Path(tmp) / "test_metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
             mlflow.log_artifact(str(Path(tmp) / "test_metrics.json"))
-        if job.job.log_model:
+        if log_model:
             from mtcore.tracking.pyfunc import log_translator
 
             log_translator(best_dir)
-    return result
