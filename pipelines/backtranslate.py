@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print(stage_table(result))
     print(f"\naugmented training set → {result.augmented}")
     print(f"report → {result.output / 'report.json'}   ({result.elapsed_s / 60:.1f} min; MLflow run {result.mlflow_run_id})")
+    print(f"\nnext: python experiments/train_transformer.py --data {result.output}"
+          f"\n  or: python experiments/tune_transformer.py --data {result.output}")
     return 0
 
 
