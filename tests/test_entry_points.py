@@ -57,6 +57,8 @@ def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch
     assert script("experiments/train_transformer.py")(args) == 0
     out = capsys.readouterr().out
     assert "test BLEU" in out and "nrefs:1" in out and "2 × CPU, 10 steps" in out
+    assert "workers      2 × CPU" in out.splitlines()[0]  # the plan comes first
+    assert any(line.startswith("step     10  dev BLEU") and "(best" in line for line in out.splitlines())  # progress
 
 
 def test_train_transformer_cli_bad_override(capsys):

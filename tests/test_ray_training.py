@@ -36,6 +36,7 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     outcome = ray_training.run_training(tiny_job(toy_corpus, run_name="ddp-smoke"))
     assert outcome.workers == 2 and outcome.steps == 16
     assert (outcome.best_checkpoint / "model.pt").exists() or any(outcome.best_checkpoint.iterdir())
+    assert outcome.best_checkpoint.name == "best" and outcome.best_checkpoint.parent.name == outcome.run_name  # stable path
     shards = [json.loads((runs_dir / "ray_train" / "ddp-smoke" / "shards" / f"rank-{r}.json").read_text())["pairs"] for r in (0, 1)]
     assert shards[0] and shards[1] and not set(shards[0]) & set(shards[1])  # the two ranks saw disjoint pairs
     seen = set(shards[0]) | set(shards[1])

@@ -18,6 +18,7 @@ replaced and the run continues from the last checkpoint (`FailureConfig`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -198,6 +199,65 @@ class _RankZeroLogger:
             self.failed = True
 
 
+PROGRESS_FILE = "progress.log"
+
+
+class ProgressLog:
+    """Rank 0's progress lines, appended to a file in the run's storage: the driver prints them as they
+    come (`follow_progress`), on one machine and on a cluster whose storage every node shares."""
+
+    def __init__(self, path: Path, budget_min: float, enabled: bool):
+        self.path, self.budget, self.enabled, self.t0 = path, budget_min, enabled, time.perf_counter()
+        if enabled:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, line: str) -> None:
+        if self.enabled:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+    def _clock(self) -> str:
+        spent = (time.perf_counter() - self.t0) / 60
+        return f"{spent:.1f}/{self.budget:g} min" if self.budget else f"{spent:.1f} min"
+
+    def step(self, m: dict[str, float]) -> None:
+        self.write(f"step {int(m['step']):>6}  epoch {int(m['epoch'])}  loss {m['train/loss']:.3f}  "
+                   f"lr {m['train/lr']:.2e}  {m['train/tokens_per_s']:,.0f} tok/s  {self._clock()}")
+
+    def validation(self, m: dict[str, float], best: float) -> None:
+        self.write(f"step {int(m['step']):>6}  dev BLEU {m['dev/bleu']:.2f} (best {best:.2f})  "
+                   f"dev loss {m['dev/loss']:.3f}  {self._clock()}")
+
+
+@contextlib.contextmanager
+def follow_progress(path: Path, echo=print):
+    """Print the lines a run appends to `path` while the body runs (a daemon thread tails the file)."""
+    import threading
+
+    stop = threading.Event()
+
+    def tail() -> None:
+        offset = path.stat().st_size if path.exists() else 0  # a resumed run's old lines are not repeated
+        while True:
+            if path.exists():
+                with path.open(encoding="utf-8") as fh:
+                    fh.seek(offset)
+                    for line in fh.readlines():
+                        echo(line.rstrip("\n"))
+                    offset = fh.tell()
+            if stop.wait(1.0):
+                if not path.exists() or path.stat().st_size == offset:
+                    return
+
+    thread = threading.Thread(target=tail, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 def train_worker(config: dict[str, Any]) -> None:
     """The per-worker function Ray Train runs on every rank."""
     import ray.train
@@ -218,19 +278,24 @@ def train_worker(config: dict[str, Any]) -> None:
     dev_pairs = load_pairs(inputs.dev_data, job)
     mlflow_log = _RankZeroLogger(inputs.tracking_uri, inputs.mlflow_run_id, enabled=rank == 0)
 
+    progress = ProgressLog(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, run_cfg.train.time_budget_min,
+                           enabled=rank == 0)
     state = None
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             state = load_train_state(directory)
+        progress.write(f"resuming from step {state['step']} (epoch {state['epoch']})")
 
     def on_step(metrics: dict[str, float]) -> None:
         _maybe_inject_failure(job, rank, int(metrics["step"]), inputs)
         mlflow_log.log(metrics, int(metrics["step"]))
+        progress.step(metrics)
         ray.train.report(metrics)
 
     def on_validation(metrics: dict[str, float], ts) -> None:
         mlflow_log.log(metrics, int(metrics["step"]))
+        progress.validation(metrics, ts.best_bleu)
         if rank != 0:
             ray.train.report(metrics)
             return
@@ -334,7 +399,8 @@ class TrainingOutcome:
     elapsed_s: float
 
 
-def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callbacks: list | None = None) -> TrainingOutcome:
+def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callbacks: list | None = None,
+                 progress_echo=None) -> TrainingOutcome:
     """Prepare inputs, fit on Ray Train, evaluate the best checkpoint on test and log it all.
 
     `parent_run_id` and `callbacks` serve a Tune search: each trial is a child MLflow
@@ -345,14 +411,16 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     init_ray()
     workers, use_gpu = scaling_for(job)
     inputs = prepare_inputs(job, parent_run_id)
-    result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
+    echo = progress_echo if progress_echo is not None else (lambda line: print(line, flush=True))
+    with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
+        result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
     if result.error is not None:
         _mark_failed(inputs)
         raise JobError(f"training run '{inputs.run_name}' failed: {result.error}") from result.error
     best_ckpt, best_metrics = max(result.best_checkpoints or [], key=lambda cm: cm[1].get("dev/bleu", -1.0), default=(result.checkpoint, result.metrics))
     if best_ckpt is None:
         raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
-    best_dir = Path(best_ckpt.path)
+    best_dir = _publish_best(Path(best_ckpt.path), Path(inputs.storage_path) / inputs.run_name / "best")
     test = finish_run(job, inputs, best_dir, use_gpu)
     return TrainingOutcome(
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
@@ -382,6 +450,19 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
                            dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
                            config=job.to_dict(), log_model=job.job.log_model)
     return result
+
+
+def _publish_best(checkpoint: Path, stable: Path) -> Path:
+    """The best checkpoint by dev BLEU, copied to RUN/best: a path that does not change from run to run
+    (Ray's own checkpoint folders are numbered and pruned). Written beside, then swapped in."""
+    import shutil
+
+    partial = stable.with_name("best.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(checkpoint, partial)
+    shutil.rmtree(stable, ignore_errors=True)
+    partial.rename(stable)
+    return stable
 
 
 def _mark_failed(inputs: PreparedInputs) -> None:
