@@ -43,7 +43,7 @@ class StageError(ValueError):
 
 def home(explicit: str | Path | None = None) -> Path:
     """The workspace: `explicit` (a `--home` option), else $MTCORE_HOME, else ./runs."""
-    return Path(explicit or os.environ.get("MTCORE_HOME") or Path.cwd() / "runs")
+    return Path(explicit or os.environ.get("MTCORE_HOME") or Path.cwd() / "runs").absolute()
 
 
 # --------------------------------------------------------------------------- fingerprints

@@ -83,3 +83,33 @@ def test_own_corpus_runs_clean_align_train(shape, tmp_path, ray_local, encoder_d
     result = fit(TrainConfig(max_tokens=400, max_len=64, max_steps=3, warmup=2, validate_every=0, dev_limit=5),
                  model_cfg, train, train[:5], tok)
     assert result.steps == 3 and result.last_metrics["dev/bleu"] >= 0
+
+
+def test_readme_own_data_commands(tmp_path, monkeypatch, ray_local, mlflow_uri, capsys):
+    """The README's "Your own data" commands as typed there (relative paths), with tiny training settings."""
+    from test_entry_points import ROOT, script
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
+    monkeypatch.setattr("mtcore.distributed.ray_training.RUNS_DIR", tmp_path / "runs")
+    table = tiny_corpus()
+    pairs = list(zip(table["src"].to_pylist()[:300], table["tgt"].to_pylist()[:300]))
+    write_shape("tsv", tmp_path, pairs)
+    (tmp_path / "corpus").mkdir()
+    write_shape("moses", tmp_path / "corpus", pairs)
+    write_shape("parquet_extra", tmp_path, pairs)
+    clean = script("pipelines/clean.py")
+    for args in (["--input", "own.tsv", "--output", "runs/own-tsv"],
+                 ["--input", "corpus/train", "--output", "runs/own-moses"],
+                 ["--input", "own.parquet", "--output", "runs/own-parquet"]):
+        assert clean(args) == 0, args
+        assert json.loads((tmp_path / args[3] / "report.json").read_text())["input"] == 300
+    assert "reusing runs/own-tsv" in (clean(["--input", "own.tsv", "--output", "runs/own-tsv"]) == 0 and
+                                      capsys.readouterr().out)
+    dev = str(tmp_path / "own.parquet")
+    train = script("experiments/train_transformer.py")
+    assert train(["--data", "runs/own-tsv", "--config", str(ROOT / "experiments/configs/tiny.yaml"),
+                  f"job.dev_data={dev}", f"job.test_data={dev}", "job.test_limit=5", "job.vocab_size=400",
+                  "job.log_model=false", "train.max_steps=4"]) == 0
+    out = capsys.readouterr().out
+    assert "test BLEU" in out

@@ -269,7 +269,8 @@ def clean_dataset(
         distributed_read = has_contract_columns(input_path)
     elif not input_path.exists() and not is_parallel_prefix(input_path):
         raise CorpusError(f"{input_path}: file not found")
-    stage = Stage(output, "clean", settings=cfg.to_dict(), inputs={"corpus": input_path},
+    # Absolute paths: Ray's workers do not share the driver's working directory.
+    stage = Stage(output.absolute(), "clean", settings=cfg.to_dict(), inputs={"corpus": input_path.absolute()},
                   code=("mtcore.cleaning", "mtcore.data.corpus"))
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
@@ -280,7 +281,7 @@ def clean_dataset(
         rows = pads.dataset(str(input_path), format="parquet").count_rows()
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         # A single-file corpus is one read task; split it so that every CPU gets blocks.
-        ds = ray.data.read_parquet(str(input_path), override_num_blocks=blocks).repartition(blocks)
+        ds = ray.data.read_parquet(str(input_path.absolute()), override_num_blocks=blocks).repartition(blocks)
     else:  # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them, then distribute
         table = load_corpus(input_path).table
         rows = len(table)

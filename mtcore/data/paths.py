@@ -14,4 +14,4 @@ TEST = DATA_DIR / "test.parquet"
 MONO_VI = DATA_DIR / "mono" / "vi.parquet"
 
 # Work products (cleaned corpora, checkpoints, MLflow store) stay out of git.
-RUNS_DIR = Path(os.environ.get("MTCORE_HOME") or Path.cwd() / "runs")  # the workspace: mtcore.runs.home()
+RUNS_DIR = Path(os.environ.get("MTCORE_HOME") or Path.cwd() / "runs").absolute()  # the workspace: mtcore.runs.home()

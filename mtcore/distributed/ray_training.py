@@ -64,7 +64,7 @@ def resolve_train_data(job: TrainingJob) -> str:
         path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
         if not path.exists() and not is_parallel_prefix(path):
             raise JobError(f"job.train_data: {path} not found")
-        return str(path)
+        return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset
 
     # Its own stage, not `runs/clean`, which `pipelines/clean.py` may have filled with another corpus.
@@ -154,7 +154,8 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     storage = RUNS_DIR / "ray_train"
     _check_same_settings(storage / run_name, job)
     uri, run_id = open_mlflow_run(job, run_name, train_data, parent_run_id)
-    return PreparedInputs(train_data, job.job.dev_data, job.job.test_data, str(spm), uri, run_id, run_name, str(storage))
+    dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
+    return PreparedInputs(train_data, dev, test, str(spm.absolute()), uri, run_id, run_name, str(storage.absolute()))
 
 
 def _check_same_settings(run_dir: Path, job: TrainingJob) -> None:
