@@ -9,7 +9,9 @@ Each misaligned row *replaces* its correct target, as noise does in a real catal
 - `version`: the translation of the most similar *other* English message of the same
   catalog (word Jaccard ≥ `min_jaccard`, different words, different translation): what
   a catalog keeps when the English changed and the translation did not ("Show backup
-  files" with the translation of "Show hidden files").
+  files" with the translation of "Show hidden files"). The other message's own pair is
+  dropped, as the old message is gone from a real catalog (otherwise "the same Vietnamese
+  twice" would give the answer away).
 - `neighbour`: the next message's translation (an off-by-one shift).
 - `partial`: the translation with its last clause / last words dropped.
 - `swap`: the translation with a number, option, placeholder or name changed.
@@ -44,13 +46,15 @@ def build_near_miss_dev(table: pa.Table, share: float = 0.17, seed: int = 0, min
     close = np.array([j >= 0 and _jaccard(sets[i], sets[j]) >= min_jaccard for i, j in enumerate(fuzzy)])
     neighbour = negatives.neighbour_partners(tgt, origin)
     new_tgt, label, kind = list(tgt), np.zeros(n, np.int8), ["ok"] * n
-    free = np.ones(n, bool)
+    free, gone = np.ones(n, bool), np.zeros(n, bool)
     for k, frac in MIX.items():
         want = int(round(share * n * frac))
         eligible = np.flatnonzero(free & (close if k == "version" else neighbour >= 0 if k == "neighbour" else True))
         for i in rng.permutation(eligible):
             if want == 0:
                 break
+            if not free[i] or (k == "version" and not free[fuzzy[i]]):
+                continue
             if k == "version":
                 new = tgt[fuzzy[i]]
             elif k == "neighbour":
@@ -63,8 +67,12 @@ def build_near_miss_dev(table: pa.Table, share: float = 0.17, seed: int = 0, min
             if not new or new == tgt[i]:
                 continue
             new_tgt[i], label[i], kind[i], free[i] = new, 1, k, False
+            if k == "version":  # the older message is gone from the catalog: its own pair must not stay beside
+                gone[fuzzy[i]] = True
+                free[fuzzy[i]] = False
             want -= 1
-    return pa.table({
+    keep = ~gone | (label == 1)
+    out = pa.table({
         "src": pa.array(src, pa.string()),
         "tgt": pa.array(new_tgt, pa.string()),
         "origin": pa.array(origin, pa.string()),
@@ -72,3 +80,4 @@ def build_near_miss_dev(table: pa.Table, share: float = 0.17, seed: int = 0, min
         "label": pa.array(label),
         "kind": pa.array(kind, pa.string()),
     })
+    return out.filter(pa.array(keep))

@@ -18,8 +18,9 @@
      the noise share π is estimated from the corpus (`near_miss_share`), the good
      pairs' score distribution is what remains of the corpus's once π·bad is taken
      out, and the threshold is the highest one whose estimated false-reject rate is
-     at most `max_false_reject` (`false_reject_threshold`). No noise share is
-     assumed; the user says how many good pairs they can afford to lose.
+     at most `max_false_reject` (`false_reject_threshold`), never below the "random"
+     rule's threshold (random noise would otherwise read as lost good pairs). No noise
+     share is assumed; the user says how many good pairs they can afford to lose.
    - "random": the earlier rule (`auto_threshold`): random pairs as the bad scores,
      fewest expected errors. Random pairs are far easier than real noise, so it
      underestimates the noise share and lets most near misses through (issue 21).
@@ -317,6 +318,15 @@ def false_reject_threshold(real: np.ndarray, near: np.ndarray, max_false_reject:
     return float(cands[i]), share, float(f_good[i])
 
 
+def near_miss_threshold(real: np.ndarray, misaligned: np.ndarray, near: np.ndarray, max_false_reject: float = MAX_FALSE_REJECT) -> tuple[float, float, float, float]:
+    """(threshold, π, estimated false rejects, random-rule threshold): `false_reject_threshold` on the
+    near misses, never below `auto_threshold` on the random pairs. Random noise in a corpus sits below
+    every near miss, where π·F_near ≈ 0, so it reads as "good pairs lost" and would pull t down."""
+    t, share, est = false_reject_threshold(real, near, max_false_reject)
+    t_random = auto_threshold(real, misaligned) if len(misaligned) else t
+    return max(t, t_random), share, est, t_random
+
+
 def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     """The threshold and how it was chosen, for `report.json` and MLflow."""
     real, mis, near = scores.real(cfg.score), scores.misaligned(cfg.score), scores.near_miss(cfg.score)
@@ -324,8 +334,11 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     if cfg.threshold != "auto":
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
     elif cfg.calibration == "near_miss" and len(near):
-        t, share, est_fr = false_reject_threshold(real, near, cfg.max_false_reject)
+        t, share, est_fr, t_random = near_miss_threshold(real, mis, near, cfg.max_false_reject)
         method = f"near_miss: highest threshold with estimated false rejects ≤ {cfg.max_false_reject:g} (good-score CDF = corpus − π·near-miss)"
+        out["threshold_random_rule"] = round(t_random, 6)
+        if t == t_random:
+            method += "; raised to the random-pair rule's threshold (floor)"
     else:
         t, share, est_fr = auto_threshold(real, mis), misaligned_share(real, mis), None
         method = "random: min expected errors, random same-origin pairs as the bad-score distribution"
