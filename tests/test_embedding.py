@@ -98,6 +98,16 @@ def test_loss_prefers_aligned_pairs():
     assert float(aligned) < 0.01 < float(shuffled)
 
 
+def test_hard_negatives_raise_the_loss_only_when_they_are_close():
+    x = torch.nn.functional.normalize(torch.eye(4, 8) + 0.1, dim=1)
+    plain = additive_margin_loss(x, x, margin=0.3, scale=20.0)
+    assert additive_margin_loss(x, x, 0.3, 20.0, x[:0]) == pytest.approx(plain.item())  # none given: unchanged
+    near = torch.nn.functional.normalize(x[:2] + 0.05 * torch.randn(2, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    far = torch.nn.functional.normalize(-x[:2], dim=1)
+    assert additive_margin_loss(x, x, 0.3, 20.0, near) > plain + 0.1  # a near-identical wrong target is hard
+    assert additive_margin_loss(x, x, 0.3, 20.0, far) == pytest.approx(plain.item(), abs=1e-3)
+
+
 def test_group_batches_cover_rows_once():
     batches = group_batches(100, 16, 4, np.random.default_rng(0))
     rows = np.concatenate(batches)
