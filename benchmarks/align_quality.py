@@ -223,8 +223,15 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
             "new": prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": per_kind(real < t_new)},
             "hindsight": prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": per_kind(real < t_best)},
         }
-    base = opusfilter_style(src, tgt) | {"cleaning_rules": cleaning_rules(table)}
+    rules = cleaning_rules(table)
+    base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
     out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
+    # What the main job does: the cleaning rules, then the filter (default score), OLD vs NEW calibration.
+    name = FilterConfig().score
+    real = scores.real(name)
+    for which in ("old", "new"):
+        rej = rules | (real < out[name][which]["threshold"])
+        out[f"rules_plus_{name}_{which}"] = prf(rej, bad) | {"recall_by_kind": per_kind(rej)}
     return out
 
 
@@ -378,6 +385,9 @@ def main(argv=None) -> int:
                 print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
         for k, r in m["baselines"].items():
             print(f"  baseline {k:26s} {fmt(r)}  recall by kind {r['recall_by_kind']}")
+        for which in ("old", "new"):
+            k = next(k for k in m if k.startswith("rules_plus_") and k.endswith(which))
+            print(f"  cleaning rules + filter {which.upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
 
     all_pairs = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
     res["filter"] = f = bench_filter(enc, all_pairs, args.seed, max_false_reject=args.max_false_reject)

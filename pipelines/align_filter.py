@@ -6,9 +6,11 @@
 
 Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
-`--threshold auto` calibrates on the corpus itself against near misses made from it
-(`--calibration near_miss`, at most `--max-false-reject` of good pairs lost) and reports
-the threshold, the estimated noise share and how it was chosen.
+`--threshold auto` calibrates on the corpus itself against deliberately misaligned pairs:
+random same-catalog pairs (`--calibration random`, the default) or near misses made from
+the corpus (`--calibration near_miss`: at most `--max-false-reject` of good pairs lost;
+catches more outdated/neighbouring/partial translations, and more correct short labels),
+and reports the threshold, the estimated noise share and how it was chosen.
 """
 
 from __future__ import annotations
