@@ -6,6 +6,15 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               trained on), both directions. Anchor: the same architecture and vocabulary,
               untrained (what shared pieces such as %s, names and numbers give for free).
               Goal ≥ 0.90.
+  near_miss   data/near_miss_dev.parquet (pipelines/build_near_miss_dev.py): held-out catalog pairs with
+              ~19 % near misses (outdated translation of the most similar other message, neighbour,
+              partial, swapped number/option/name). P / R / F1 of the rejects and false rejects
+              (share of correct pairs rejected) for the OLD calibration (random pairs, fewest expected
+              errors) and the NEW one (near misses made from the corpus, `--max-false-reject`), cosine
+              and margin, recall per kind; the best threshold in hindsight at the same false-reject
+              rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
+              NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
+              project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
   filter      clean held-out pairs with 10 % of rows misaligned on purpose, one kind at a time:
                 shuffled      target of a random other row
                 near_miss     target of another message of the same catalog (random)
@@ -29,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import re
 import sys
@@ -38,14 +48,15 @@ from datetime import date
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from mtcore.alignment.documents import Block, DocAlignConfig, align_documents, read_document, strict_f1
-from mtcore.alignment.filter import FilterConfig, auto_threshold, misaligned_partners, score_pairs
+from mtcore.alignment.filter import MAX_FALSE_REJECT, FilterConfig, auto_threshold, misaligned_partners, misaligned_share, near_miss_threshold, score_pairs
 from mtcore.data.corpus import read_corpus
 from mtcore.embedding import load_encoder
 from mtcore.embedding.encoder import DualEncoder, SentenceEncoder
 from mtcore.embedding.train import quick_clean, retrieval_accuracy
-from mtcore.data.paths import DATA_DIR, TEST
+from mtcore.data.paths import DATA_DIR, NEAR_MISS_DEV, TEST
 
 
 def heldout_pairs(n: int, seed: int) -> pa.Table:
@@ -117,7 +128,8 @@ def prf(rejected: np.ndarray, bad: np.ndarray) -> dict:
     tp = int((rejected & bad).sum())
     p = tp / max(1, int(rejected.sum()))
     r = tp / max(1, int(bad.sum()))
-    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0}
+    fr = int((rejected & ~bad).sum()) / max(1, int((~bad).sum()))
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "false_reject": round(fr, 4)}
 
 
 def length_score(src: list[str], tgt: list[str]) -> np.ndarray:
@@ -125,7 +137,7 @@ def length_score(src: list[str], tgt: list[str]) -> np.ndarray:
     return -np.abs(lr - np.median(lr))
 
 
-def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1) -> dict:
+def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
     out = {}
     src = table["src"].to_pylist()
     x = enc.encode(src)
@@ -134,17 +146,92 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1) -> dict:
         rng = np.random.default_rng(seed)
         tgt, bad = inject(table, kind, rate, rng)
         y = enc.encode(tgt)
-        scores = score_pairs(x, y, origins, FilterConfig().k, seed)
+        scores = score_pairs(x, y, origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
         row = {"injected": int(bad.sum())}
         for name in ("cosine", "margin"):
             real, mis = scores.real(name), scores.misaligned(name)
             t = auto_threshold(real, mis)
             row[name] = prf(real < t, bad) | {"threshold": round(t, 4)}
+            t_new, share, _, _ = near_miss_threshold(real, mis, scores.near_miss(name), max_false_reject)
+            row[f"{name}_new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4)}
         ls = length_score(src, tgt)
         partner = misaligned_partners(origins, len(src), seed)
         ls_mis = length_score(src, [tgt[j] for j in partner])
         row["anchor_length"] = prf(ls < auto_threshold(ls, ls_mis), bad)
         out[kind] = row
+    return out
+
+
+# --------------------------------------------------------------------------- near-miss dev set
+
+
+def opusfilter_style(src: list[str], tgt: list[str]) -> dict[str, np.ndarray]:
+    """Rejections by OpusFilter's LengthRatioFilter (word, 3), NonZeroNumeralsFilter (0.5) and
+    TerminalPunctuationFilter (-2), re-implemented from opusfilter/filters.py so they run offline."""
+    from difflib import SequenceMatcher
+
+    ws, wt = np.array([max(1, len(a.split())) for a in src]), np.array([max(1, len(b.split())) for b in tgt])
+    length = np.maximum(ws, wt) / np.minimum(ws, wt) >= 3
+    nums = []
+    for a, b in zip(src, tgt):
+        da, db = [c for c in a if c.isdigit() and c != "0"], [c for c in b if c.isdigit() and c != "0"]
+        nums.append(SequenceMatcher(None, da, db).ratio() < 0.5 if da or db else False)
+    punct = []
+    for a, b in zip(src, tgt):
+        sp, tp = sum(a.count(c) for c in ".?!…"), sum(b.count(c) for c in ".?!…")
+        score = abs(sp - tp) + max(0, sp - 1) + max(0, tp - 1)
+        punct.append(-math.log(score + 1) < -2)
+    out = {"LengthRatioFilter": length, "NonZeroNumeralsFilter": np.array(nums), "TerminalPunctuationFilter": np.array(punct)}
+    out["opusfilter_all"] = out["LengthRatioFilter"] | out["NonZeroNumeralsFilter"] | out["TerminalPunctuationFilter"]
+    return out
+
+
+def cleaning_rules(table: pa.Table) -> np.ndarray:
+    """Rows that any of the project's default row rules rejects (TestOverlap aside: the dev set is held-out data)."""
+    from mtcore.cleaning import load_config
+    from mtcore.cleaning.normalize import normalize_table
+
+    cfg = load_config(None)
+    norm, _ = normalize_table(table.select(["src", "tgt", "origin", "id"]), cfg.normalize)
+    rejected = np.zeros(len(table), bool)
+    for rule in cfg.row_rules:
+        if rule.name() != "TestOverlap":
+            rejected |= ~np.asarray(rule.accept(rule.score(norm)), dtype=bool)
+    return rejected
+
+
+def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
+    """OLD vs NEW calibration on the labelled near-miss dev set, with the baselines."""
+    from sklearn.metrics import roc_auc_score
+
+    src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    bad = np.asarray(table["label"].to_pylist(), dtype=bool)
+    kinds = np.asarray(table["kind"].to_pylist())
+    x, y = enc.encode(src), enc.encode(tgt)
+    scores = score_pairs(x, y, origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
+    per_kind = lambda rej: {str(k): round(float(rej[kinds == k].mean()), 4) for k in sorted(set(kinds)) if k != "ok"}  # noqa: E731
+    out = {"pairs": len(table), "misaligned": int(bad.sum()), "true_share": round(float(bad.mean()), 4), "max_false_reject": max_false_reject}
+    for name in ("cosine", "margin"):
+        real, mis, near = scores.real(name), scores.misaligned(name), scores.near_miss(name)
+        t_old = auto_threshold(real, mis)
+        t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
+        good = np.sort(real[~bad])
+        t_best = float(good[min(len(good) - 1, int(max_false_reject * len(good)))])
+        out[name] = {
+            "roc_auc": round(float(roc_auc_score(bad, -real)), 4),
+            "old": prf(real < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(real, mis), 4), "recall_by_kind": per_kind(real < t_old)},
+            "new": prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": per_kind(real < t_new)},
+            "hindsight": prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": per_kind(real < t_best)},
+        }
+    rules = cleaning_rules(table)
+    base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
+    out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
+    # What the main job does: the cleaning rules, then the filter (default score), OLD vs NEW calibration.
+    name = FilterConfig().score
+    real = scores.real(name)
+    for which in ("old", "new"):
+        rej = rules | (real < out[name][which]["threshold"])
+        out[f"rules_plus_{name}_{which}"] = prf(rej, bad) | {"recall_by_kind": per_kind(rej)}
     return out
 
 
@@ -267,10 +354,14 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1000, help="held-out pairs (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the figures here")
+    ap.add_argument("--max-false-reject", type=float, default=MAX_FALSE_REJECT, help="target for the NEW calibration (default: %(default)s)")
+    ap.add_argument("--skip-documents", action="store_true", help="leave out the document-alignment section")
     args = ap.parse_args(argv)
     enc = load_encoder(args.encoder)
     table = heldout_pairs(args.n, args.seed)
-    res = {"machine": f"{platform.node()} {platform.processor() or platform.machine()}", "date": date.today().isoformat(), "encoder": args.encoder}
+    res = {"machine": f"{platform.node()} {platform.processor() or platform.machine()}", "date": date.today().isoformat(), "encoder": args.encoder,
+           "load_average_at_start": [round(v, 2) for v in os.getloadavg()]}
+    print(f"machine {res['machine']}, {os.cpu_count()} CPUs, load average {res['load_average_at_start']}, {res['date']}")
 
     res["encoder_retrieval"] = e = bench_encoder(enc, table)
     print(f"== encoder retrieval P@1 on {e['ours']['heldout_pairs']} held-out pairs (test catalogs)")
@@ -279,16 +370,41 @@ def main(argv=None) -> int:
         o = e["ours"][f"p_at_1_{d}"]
         print(f"  {d}: ours {o:.3f}   untrained anchor {a[f'p_at_1_{d}']:.3f}   ratio {o / max(a[f'p_at_1_{d}'], 1e-9):.1f}x")
 
+    if NEAR_MISS_DEV.exists():
+        nm = pq.read_table(NEAR_MISS_DEV)
+        res["near_miss"] = m = bench_near_miss(enc, nm, args.seed, args.max_false_reject)
+        print(f"== near-miss dev set: {m['pairs']} pairs, {m['misaligned']} misaligned ({100 * m['true_share']:.1f} %); "
+              f"OLD = random-pair calibration, NEW = near-miss calibration at max false reject {m['max_false_reject']}")
+        fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
+        for name in ("cosine", "margin"):
+            c = m[name]
+            print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
+            for which in ("old", "new", "hindsight"):
+                r = c[which]
+                extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
+                print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
+        for k, r in m["baselines"].items():
+            print(f"  baseline {k:26s} {fmt(r)}  recall by kind {r['recall_by_kind']}")
+        for which in ("old", "new"):
+            k = next(k for k in m if k.startswith("rules_plus_") and k.endswith(which))
+            print(f"  cleaning rules + filter {which.upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+
     all_pairs = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
-    res["filter"] = f = bench_filter(enc, all_pairs, args.seed)
-    print(f"== pair filtering, {len(all_pairs)} held-out pairs, 10 % misaligned, auto threshold (P / R / F1 of rejects)")
+    res["filter"] = f = bench_filter(enc, all_pairs, args.seed, max_false_reject=args.max_false_reject)
+    print(f"== planted: {len(all_pairs)} held-out pairs, 10 % misaligned, threshold auto: OLD | NEW calibration (P / R / F1 / false rejects)")
     for kind, row in f.items():
         la = row["anchor_length"]
         for name in ("cosine", "margin"):
-            r = row[name]
-            print(f"  {kind:15s} {name:6s} P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} (t={r['threshold']:.3f})"
-                  f"   length-ratio anchor F1 {la['f1']:.3f}   ratio {r['f1'] / max(la['f1'], 1e-9):.1f}x")
+            r, q = row[name], row[f"{name}_new"]
+            print(f"  {kind:15s} {name:6s} OLD P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} % (t={r['threshold']:.3f})"
+                  f" | NEW P {q['precision']:.3f} R {q['recall']:.3f} F1 {q['f1']:.3f} FR {100 * q['false_reject']:.1f} % (t={q['threshold']:.3f})"
+                  f"   length-ratio anchor F1 {la['f1']:.3f}")
 
+    if args.skip_documents:
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=2)
+        return 0
     res["documents"] = d = bench_documents(enc, all_pairs, args.seed)
     print(f"== document alignment, {d['documents']} synthetic documents × {d['sentences_per_doc']} sentences, gold {d['gold_blocks']}")
     o, g = d["ours"], d["anchor_gale_church"]

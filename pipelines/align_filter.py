@@ -6,8 +6,11 @@
 
 Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
-`--threshold auto` calibrates on the corpus itself against deliberately misaligned
-pairs and reports the threshold it chose.
+`--threshold auto` calibrates on the corpus itself against deliberately misaligned pairs:
+random same-catalog pairs (`--calibration random`, the default) or near misses made from
+the corpus (`--calibration near_miss`: at most `--max-false-reject` of good pairs lost;
+catches more outdated/neighbouring/partial translations, and more correct short labels),
+and reports the threshold, the estimated noise share and how it was chosen.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus
+from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, FilterError, filter_corpus
 from mtcore.data.corpus import CorpusError
 from mtcore.embedding import EncoderError
 from mtcore.data.ledger import StageReport
@@ -37,13 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", default=d.encoder, help="'builtin', an encoder DIR, or a sentence-transformers name/path (default: %(default)s)")
     ap.add_argument("--score", default=d.score, choices=SCORES)
     ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
+    ap.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS,
+                    help="for --threshold auto: near_miss (target false-reject rate against near misses made from the corpus) or random (the old rule) (default: %(default)s)")
+    ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected, near_miss calibration (default: %(default)s)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
     ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args(argv)
     try:
-        cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k)
+        cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
+                           calibration=args.calibration, max_false_reject=args.max_false_reject)
         result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     except (CorpusError, EncoderError, FilterError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -53,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")
     print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
     cal = r.get("calibration", {})
-    print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')}); "
-          f"misaligned pairs below it: {cal.get('misaligned_below_threshold')}")
+    print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')})")
+    print(f"estimated noise share: {cal.get('estimated_misaligned_share')}  estimated false rejects: {cal.get('estimated_false_reject')}  "
+          f"below threshold: near misses {cal.get('near_miss_below_threshold')}, random pairs {cal.get('misaligned_below_threshold')}")
     if r.get("timing"):
         print(f"speed: {r['timing'].get('pairs_per_second')} pairs/s (encode {r['timing']['encode_seconds']} s)")
     out = Path(result.output)

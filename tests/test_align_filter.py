@@ -48,10 +48,11 @@ def test_ray_data_path_equals_plain_path(encoder_dir, ray_local, score):
     assert rej_r["id"].to_pylist() == rej_p["id"].to_pylist()
 
 
+@pytest.mark.parametrize("calibration", ["random", "near_miss"])
 @pytest.mark.parametrize("score", ["cosine", "margin"])
-def test_auto_threshold_catches_misaligned_pairs(encoder_dir, score):
+def test_auto_threshold_catches_misaligned_pairs(encoder_dir, score, calibration):
     table, bad = corpus_with_misalignments()
-    kept, rejects, threshold, _, _ = filter_table(table, FilterConfig(encoder=encoder_dir, score=score), use_ray=False)
+    kept, rejects, threshold, _, _ = filter_table(table, FilterConfig(encoder=encoder_dir, score=score, calibration=calibration), use_ray=False)
     rejected = set(rejects["id"].to_pylist())
     recall = len(rejected & bad) / len(bad)
     precision = len(rejected & bad) / max(1, len(rejected))
@@ -62,7 +63,7 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
     table, _ = corpus_with_misalignments()
     src = write_parquet(table, tmp_path / "in" / "kept" / "part-0.parquet").parent  # a stage's kept/ dir as input
     out = tmp_path / "out"
-    cfg = FilterConfig(encoder=encoder_dir, score="cosine")
+    cfg = FilterConfig(encoder=encoder_dir, score="cosine", calibration="near_miss")
     result = filter_corpus(src, out, cfg, use_ray=False)
     report = json.loads((out / "report.json").read_text())
     assert report["reconciled"] and report["input"] == 200
@@ -77,8 +78,14 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
     assert (out / "histogram.png").stat().st_size > 1000
     import mlflow
 
+    cal = report["calibration"]  # issue 21: the noise share, the threshold and how it was chosen
+    assert cal["method"].startswith("near_miss") and cal["threshold"] == pytest.approx(result.threshold)
+    assert 0.0 <= cal["estimated_misaligned_share"] <= 0.5 and cal["max_false_reject"] == 0.02
+    assert sum(cal["near_miss_pairs"].values()) > 200 and {"fuzzy", "neighbour"} <= set(cal["near_miss_pairs"])
     run = mlflow.MlflowClient(mlflow_uri).get_run(result.report["mlflow_run_id"])
     assert run.data.metrics["threshold"] == pytest.approx(result.threshold, abs=1e-6)
+    assert run.data.metrics["calibration.estimated_misaligned_share"] == pytest.approx(cal["estimated_misaligned_share"])
+    assert run.data.tags["calibration.method"] == cal["method"]
     # second run: skipped; --overwrite with a fixed threshold re-runs
     assert filter_corpus(src, out, cfg, use_ray=False, track=False).skipped
     again = filter_corpus(src, out, FilterConfig(encoder=encoder_dir, threshold=-1.0), use_ray=False, overwrite=True, track=False)
@@ -90,18 +97,32 @@ def test_config_errors():
         FilterConfig(score="bleu")
     with pytest.raises(FilterError, match="threshold must be 'auto' or a number"):
         FilterConfig(threshold="high")
+    with pytest.raises(FilterError, match="calibration must be one of"):
+        FilterConfig(calibration="median")
+    with pytest.raises(FilterError, match="max_false_reject must be in"):
+        FilterConfig(max_false_reject=0.7)
+
+
+def test_a_looser_false_reject_budget_rejects_at_least_as_much(encoder_dir):
+    table, bad = corpus_with_misalignments()
+    strict = filter_table(table, FilterConfig(encoder=encoder_dir, score="cosine", calibration="near_miss", max_false_reject=0.01), use_ray=False)
+    loose = filter_table(table, FilterConfig(encoder=encoder_dir, score="cosine", calibration="near_miss", max_false_reject=0.2), use_ray=False)
+    assert loose[2] >= strict[2] and len(loose[1]) >= len(strict[1])
+    old = filter_table(table, FilterConfig(encoder=encoder_dir, score="cosine", calibration="random"), use_ray=False)
+    assert strict[2] >= old[2]  # the random-pair rule is the floor
 
 
 def test_align_filter_cli(encoder_dir, tmp_path, capsys):
     table, _ = corpus_with_misalignments()
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())))
-    argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow"]
+    argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow", "--calibration", "near_miss", "--max-false-reject", "0.03"]
     code = _run_script("pipelines/align_filter.py", argv)
     assert code == 0
     out = capsys.readouterr().out
-    assert "rejected: low_margin" in out and "threshold" in out
-    assert json.loads((tmp_path / "out" / "report.json").read_text())["reconciled"]
+    assert "rejected: low_margin" in out and "threshold" in out and "estimated noise share" in out
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
     assert _run_script("pipelines/align_filter.py", argv) == 0
     assert "skipping: outputs exist" in capsys.readouterr().out
     bad = ["align_filter.py", "--input", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "o2"), "--encoder", encoder_dir]

@@ -93,3 +93,27 @@ def test_windowed_knn_is_exact_below_the_window_and_local_above():
     xw, _ = windowed_knn(x, y, 3, window=20)  # two windows of 20 rows
     assert xw[:20] == pytest.approx(knn_mean_similarity(x[:20], y[:20], 3))
     assert xw[20:] == pytest.approx(knn_mean_similarity(x[20:], y[20:], 3))
+
+
+def test_near_miss_share_and_false_reject_threshold_by_hand():
+    from mtcore.alignment.filter import false_reject_threshold, near_miss_share
+
+    # 90 good pairs at 0.80..0.98 (step .002), 10 bad at 0.30..0.39; near misses 0.30..0.39
+    good = np.linspace(0.80, 0.98, 90)
+    bad = np.linspace(0.30, 0.39, 10)
+    real = np.concatenate([good, bad])
+    near = np.linspace(0.30, 0.39, 100)
+    assert near_miss_share(real, near) == pytest.approx(0.1, abs=0.02)
+    t, share, est = false_reject_threshold(real, near, max_false_reject=0.02)
+    assert (bad < t).all()  # every bad pair below
+    assert (good < t).sum() <= 2 and est <= 0.02  # at most 2 % of good pairs lost
+
+
+def test_false_reject_threshold_without_noise_is_the_quantile():
+    from mtcore.alignment.filter import false_reject_threshold
+
+    real = np.linspace(0.5, 1.0, 1000)
+    near = np.linspace(0.0, 0.2, 100)  # near misses far below: the corpus holds none
+    t, share, _ = false_reject_threshold(real, near, max_false_reject=0.05)
+    assert share == pytest.approx(0.0)
+    assert (real < t).mean() == pytest.approx(0.05, abs=0.002)

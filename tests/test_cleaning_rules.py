@@ -71,6 +71,14 @@ CASES = [
     (LanguageID(), "Usage: git commit [options]", "Cách dùng: git commit [các-tùy-chọn]", True),
     (LanguageID(), "Record a video", "Quay phim", True),  # short Vietnamese without diacritics
     (LanguageID(), "%(father_name)s and %(mother_name)s", "%(father_name)s và %(mother_name)s", True),
+    # issue 21, real catalog pairs: locale names, copied names and lists are not "another language"
+    (LanguageID(), "English/Great Britain (en_GB)", "Anh/Anh (en_GB)", True),  # inkscape
+    (LanguageID(), "Punjabi (pa_IN)", "Punjab (pa_IN)", True),
+    (LanguageID(), "Spanish (Argentina)", "Argentina (es_AR)", True),
+    (LanguageID(), "Supported desktops: GNOME, KDE, Xfce", "Môi trường hỗ trợ: GNOME, KDE, Xfce", True),
+    (LanguageID(), "Save the file as", "Save file as", False),  # common English words still count
+    (Untranslated(), "Argentina (es_AR)", "Argentina (es_AR)", True),  # a locale name copied is right
+    (Untranslated(), "Tamil (ta_IN)", "Tamil (ta_IN)", True),
     (Placeholders(), "Cannot open %s: %s", "Không thể mở %s: %s", True),
     (Placeholders(), "Copied %1$s to %2$s", "Đã chép %2$s từ %1$s", True),
     (Placeholders(), "Cannot open %s", "Không thể mở", False),
@@ -102,6 +110,11 @@ CASES = [
     (TerminalPunctuation(), "Cannot open the file.", "Không thể mở", False),
     (TerminalPunctuation(), "Loading...", "Đang tải", True),  # an ellipsis is not a sentence end
     (TerminalPunctuation(), "Open file", "Mở tập tin.", True),
+    # issue 21, real catalog pairs (xsane, sudoers): short labels end with an abbreviation's dot
+    (TerminalPunctuation(), "DIN A5 port.", "DIN A5 dọc", True),
+    (TerminalPunctuation(), "legal land.", "Giấy chuẩn ngang", True),
+    (TerminalPunctuation(), "Choose the language for Argentina (es_AR).", "Chọn ngôn ngữ (es_AR)", True),  # ends in a locale code
+    (TerminalPunctuation(), "The file could not be saved.", "Không thể lưu tập tin này vào đĩa", True),  # complete, only the dot dropped
 ]
 
 
@@ -133,6 +146,10 @@ def test_test_overlap(tmp_path):
         ("LC_ALL is set", "LC_ALL được đặt", "LC_ALL is set", "LC_ALL được đặt", set()),  # identifier
         ("Tom &amp; Jerry", "Tom &amp; Jerry", "Tom &amp; Jerry", "Tom &amp; Jerry", set()),  # entity
         ("_File", "Tập tin", "_File", "Tập tin", set()),  # only when both sides have one
+        # issue 21: a locale code's `_` joins language and country, it is not an accelerator
+        ("_Tamil", "Tamil (ta_IN)", "_Tamil", "Tamil (ta_IN)", set()),  # was "Tamil" / "Tamil (taIN)"
+        ("_Punjabi (pa_IN)", "_Punjab (pa_IN)", "Punjabi (pa_IN)", "Punjab (pa_IN)", {"accelerators"}),
+        ("Locale: ta_IN", "Miền địa phương: ta_IN", "Locale: ta_IN", "Miền địa phương: ta_IN", set()),
     ],
 )
 def test_normalize(src, tgt, expected_src, expected_tgt, changed):

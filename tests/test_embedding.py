@@ -98,6 +98,30 @@ def test_loss_prefers_aligned_pairs():
     assert float(aligned) < 0.01 < float(shuffled)
 
 
+def test_hard_negatives_raise_the_loss_only_when_they_are_close():
+    x = torch.nn.functional.normalize(torch.eye(4, 8) + 0.1, dim=1)
+    plain = additive_margin_loss(x, x, margin=0.3, scale=20.0)
+    assert additive_margin_loss(x, x, 0.3, 20.0, x[:0]) == pytest.approx(plain.item())  # none given: unchanged
+    near = torch.nn.functional.normalize(x[:2] + 0.05 * torch.randn(2, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    far = torch.nn.functional.normalize(-x[:2], dim=1)
+    assert additive_margin_loss(x, x, 0.3, 20.0, near) > plain + 0.1  # a near-identical wrong target is hard
+    assert additive_margin_loss(x, x, 0.3, 20.0, far) == pytest.approx(plain.item(), abs=1e-3)
+
+
+def test_fit_with_fuzzy_negatives_trains(tmp_path):
+    from mtcore.alignment.negatives import fuzzy_partners
+
+    table = tiny_corpus().slice(0, 300).sort_by([("origin", "ascending"), ("id", "ascending")])
+    src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
+    hard = fuzzy_partners(src, tgt, table["origin"].to_pylist()).tolist()
+    assert sum(h >= 0 for h in hard) > 250  # "Open the new file" has "Open the file" & co. in its catalog
+    tok = train_tokenizer(src + tgt, tmp_path / "spm.model", vocab_size=400)
+    cfg = EncoderTrainConfig(model=EncoderConfig(**(TINY_MODEL | {"vocab_size": tok.vocab_size})), batch_size=32, max_steps=20, warmup=2, log_every=10)
+    torch.manual_seed(0)
+    last = fit(DualEncoder(cfg.model), tok.encode(src), tok.encode(tgt), cfg, hard=hard)
+    assert last["step"] == 20 and np.isfinite(last["loss"])
+
+
 def test_group_batches_cover_rows_once():
     batches = group_batches(100, 16, 4, np.random.default_rng(0))
     rows = np.concatenate(batches)

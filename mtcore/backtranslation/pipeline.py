@@ -230,7 +230,8 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
                                  pairs["id"].take(bad).to_pylist(), stage="synthetic_filter", reason=[reasons[i] for i in bad])
     candidates = pairs.filter(pa.array(ok))
     if len(candidates) >= 2:
-        fcfg = FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold if threshold is not None else "auto")
+        # calibration "random": back-translations' noise is bad output, not catalog near misses; kept as before issue 21
+        fcfg = FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold if threshold is not None else "auto", calibration="random")
         kept, cos_rejects, used, _, _ = filter_table(candidates, fcfg, use_ray=False)
         cos_rejects = cos_rejects.set_column(cos_rejects.schema.get_field_index("stage"), "stage", pa.array(["synthetic_filter"] * len(cos_rejects), pa.string()))
     else:

@@ -9,7 +9,10 @@
   trains on.
 - `accelerators`: a menu accelerator marker (GTK `_File`, Qt/KDE `&File`) is
   removed only when *both* sides carry exactly one, so that snake_case names,
-  `R&D` or an entity like `&amp;` are left alone.
+  `R&D` or an entity like `&amp;` are left alone. An accelerator is a marker before
+  a letter at the start of or inside a word; the `_` of a locale code (`pa_IN`,
+  `ta_IN`, `sr_RS@latin`) joins a language and a country and never counts, so
+  "_Punjabi (pa_IN)" → "Punjabi (pa_IN)", not "Punjabi (paIN)".
 
 Everything is vectorised with Arrow compute except the accelerator step, which
 runs in Python on the few rows whose both sides contain `_` or `&`.
@@ -29,6 +32,8 @@ _WS_RE2 = r"[\s\p{Zs}\x{2028}\x{2029}\x{85}]+"
 
 # One accelerator: the marker followed by a letter/digit; `&&`/`__` are escaped literals.
 _GTK = re.compile(r"(?<!_)_(?=[^\W_])")
+# A locale code: language (2–3 lower-case letters), `_`, country (2 upper-case letters or 3 digits).
+LOCALE_RE = re.compile(r"(?<![\w-])[a-z]{2,3}_(?:[A-Z]{2}|\d{3})(?:\.[\w-]+)?(?:@\w+)?(?![\w-])")
 _KDE = re.compile(r"(?<!&)&(?=[^\W_])(?![A-Za-z][A-Za-z0-9]{1,8};|#\d+;|#[xX][0-9A-Fa-f]+;)")
 
 
@@ -41,10 +46,14 @@ class NormalizeConfig:
 
 def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> tuple[str, str] | None:
     """Both sides without their single marker, or None when this is not an accelerator pair."""
-    ms, mt = pattern.findall(src), pattern.findall(tgt)
-    if len(ms) != 1 or len(mt) != 1 or src.count(marker) != 1 or tgt.count(marker) != 1:
+    if marker == "_":  # locale codes' `_` are not markers: mask them (same length, positions kept)
+        src_m, tgt_m = (LOCALE_RE.sub(lambda m: m.group(0).replace("_", "-"), t) for t in (src, tgt))
+    else:
+        src_m, tgt_m = src, tgt
+    ms, mt = pattern.findall(src_m), pattern.findall(tgt_m)
+    if len(ms) != 1 or len(mt) != 1 or src_m.count(marker) != 1 or tgt_m.count(marker) != 1:
         return None
-    i, j = src.index(marker), tgt.index(marker)
+    i, j = src_m.index(marker), tgt_m.index(marker)
     # An identifier the translator copied as is (LC_ALL, file_name, AT&T) is not an accelerator.
     tok_s = re.search(r"[\w&]*\Z", src[:i]).group(0) + re.match(r"[\w&]*", src[i:]).group(0)
     tok_t = re.search(r"[\w&]*\Z", tgt[:j]).group(0) + re.match(r"[\w&]*", tgt[j:]).group(0)

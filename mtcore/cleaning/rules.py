@@ -67,6 +67,21 @@ PLACEHOLDER_RE2 = r"%(?:\d+\$|\([A-Za-z_][A-Za-z0-9_]*\))?[-+#0']*(?:\d+|\*)?(?:
 _VI_WORD = rf"[\pL\pM]*[{VI_LETTERS}][\pL\pM]*"
 _VI_UNIQUE_WORD = rf"[\pL\pM]*[{VI_UNIQUE_LETTERS}][\pL\pM]*"
 _FOREIGN_WORD = rf"[\pL\pM]*[{FOREIGN_LETTERS}][\pL\pM]*"
+# A locale code ("es_AR", "pa_IN", "sr_RS@latin", "en_US.UTF-8"): neither English nor Vietnamese (RE2: no lookaround).
+LOCALE_RE2 = r"\b[a-z]{2,3}_(?:[A-Z]{2}|\d{3})(?:\.[A-Za-z0-9-]+)?(?:@[A-Za-z]+)?\b"
+_LOCALE = re.compile(LOCALE_RE2)
+_TOKEN = re.compile(r"\S+")
+
+
+def own_words(src: str, tgt: str) -> str:
+    """`tgt` without locale codes and without the (uncommon) tokens it copies from `src` (names, list items,
+    commands, options: "Argentina (es_AR)", "GNOME, KDE, Xfce", "ls -l"): what is left is the
+    translator's own text, the only part whose language says anything."""
+    strip = lambda t: t.strip(".,;:!?()[]{}\"'“”‘’«»")  # noqa: E731
+    # Common English words stay: a target that copies "Save file as" is English, not a name.
+    copied = {strip(w) for w in _TOKEN.findall(_LOCALE.sub(" ", src))} - ENGLISH_COMMON
+    kept = [w for w in _TOKEN.findall(_LOCALE.sub(" ", tgt)) if strip(w) not in copied or strip(w).lower() in ENGLISH_COMMON]
+    return " ".join(kept)
 
 
 def col(batch: pa.Table, name: str) -> pa.Array:
@@ -300,7 +315,7 @@ class Untranslated(Rule):
 
     @staticmethod
     def _is_name(text: str, max_name_words: int, max_cap: int) -> bool:
-        words = re.findall(r"[^\W\d_][\w'’.-]*", placeholders.strip(text))
+        words = re.findall(r"[^\W\d_][\w'’.-]*", _LOCALE.sub(" ", placeholders.strip(text)))  # "Argentina (es_AR)" is a name
         if not words or len(words) <= max_name_words:
             return True
         if len(words) > max_cap or not words[0][0].isupper():
@@ -393,6 +408,22 @@ class LanguageID(Rule):
         t_foreign = count(tgt, _FOREIGN_WORD) / tw
         s_vi = count(src, _VI_WORD) / sw
         s_uniq = count(src, _VI_UNIQUE_WORD) / sw
+        # Targets without clear Vietnamese evidence are judged on their own words only: locale codes and
+        # what is copied from the source (names, list items, code) say nothing about the language.
+        weak = np.flatnonzero((t_letters >= self.min_letters) & ~copy & (t_uniq < self.vi_unique_share))
+        if len(weak):
+            own = pa.array([own_words(a, b) for a, b in zip(at(col(batch, "src"), weak), at(tgt, weak))], pa.string())
+            own = pc.replace_substring_regex(own, PLACEHOLDER_RE2, " ")
+            ow = np.maximum(count(own, _WORD), 1)
+            t_letters[weak] = count(own, r"\pL")
+            t_vi[weak] = count(own, _VI_WORD) / ow
+            t_uniq[weak] = count(own, _VI_UNIQUE_WORD) / ow
+            t_foreign[weak] = count(own, _FOREIGN_WORD) / ow
+            texts = tgt.to_pylist()
+            for i, text in zip(weak, own.to_pylist()):
+                texts[i] = text
+            tgt = pa.array(texts, pa.string())  # langid below reads the own words too
+        t_words = count(tgt, _WORD).astype(float)
         t_prob = np.full(n, np.nan)  # langid P(vi | target), where asked
         s_prob = np.full(n, np.nan)
         ident = language_identifier(tuple(self.languages))
@@ -410,7 +441,7 @@ class LanguageID(Rule):
             "tgt_vi_unique": t_uniq,
             "tgt_foreign": t_foreign,
             "tgt_letters": t_letters.astype(float),
-            "tgt_words": count(tgt, _WORD).astype(float),
+            "tgt_words": t_words,
             "tgt_p_vi": t_prob,
             "src_vi_unique": np.where(copy, 0.0, s_uniq),
             "src_p_vi": s_prob,
@@ -556,20 +587,33 @@ class UrlEmail(Rule):
 @dataclass
 class TerminalPunctuation(Rule):
     """A source that ends with `.`, `!`, `?` or `:` needs a target that ends with sentence
-    punctuation too (`.!?:;…`, closing quotes or brackets after it allowed). A target that
-    stops mid-sentence is usually truncated; on the Debian catalogs 0.2 % of pairs fail this."""
+    punctuation too (`.!?:;…`, closing quotes or brackets after it allowed): a target that
+    stops mid-sentence is usually truncated. Not judged, because their end mark says nothing
+    about truncation (issue 21: on real catalogs the rule rejected more correct pairs than
+    misaligned ones):
+    - short labels, under `min_words` words: their dot ends an abbreviation ("DIN A5 port."
+      → "DIN A5 dọc", "legal land.") or is a style the translator dropped;
+    - sources ending in code or a locale name ("… (es_AR).", "… foo();", "… --help.");
+    - targets at least `complete_ratio` as long as the source (characters): a translation that
+      long is complete, it only dropped the final mark (Vietnamese runs ~1.2× English).
+    """
 
+    min_words: int = 4
+    complete_ratio: float = 0.9
     reason: ClassVar[str] = "punctuation_mismatch"
     score_key: ClassVar[str] = "src_end"
 
     def score(self, batch):
         src, tgt = col(batch, "src"), col(batch, "tgt")
         s_end = match(src, r"[.!?:]\s*$") & ~match(src, r"\.\.\.\s*$|…\s*$")
+        code_end = match(src, r"(?:\(\)|[;{}=/\\]|--?[A-Za-z][\w-]*|" + LOCALE_RE2 + r"\)?)[.:]?\s*$")
         t_end = match(tgt, r"[.!?:;…][\s\"'”’»)\]]*$")
-        return {"src_end": s_end.astype(float), "tgt_end": t_end.astype(float)}
+        ratio = (n_chars(tgt) + 1) / (n_chars(src) + 1)
+        return {"src_end": (s_end & ~code_end).astype(float), "tgt_end": t_end.astype(float), "src_words": n_words(src).astype(float), "ratio": ratio}
 
     def accept(self, scores):
-        return (scores["src_end"] == 0) | (scores["tgt_end"] > 0)
+        judged = (scores["src_end"] > 0) & (scores["src_words"] >= self.min_words) & (scores["ratio"] < self.complete_ratio)
+        return ~judged | (scores["tgt_end"] > 0)
 
 
 _CP1252_HIGH = "\u20ac\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u017d\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u017e\u0178"

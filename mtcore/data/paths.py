@@ -11,6 +11,7 @@ DATA_DIR = REPO_ROOT / "data"
 RAW_PARALLEL = DATA_DIR / "raw" / "parallel.parquet"
 DEV = DATA_DIR / "dev.parquet"
 TEST = DATA_DIR / "test.parquet"
+NEAR_MISS_DEV = DATA_DIR / "near_miss_dev.parquet"  # labelled near misses from the held-out splits (issue 21)
 MONO_VI = DATA_DIR / "mono" / "vi.parquet"
 
 # Work products (cleaned corpora, checkpoints, MLflow store) stay out of git.

@@ -9,6 +9,11 @@ mean of cross-entropy over rows (en→vi) and over columns (vi→en).
 Batches mix a few runs of neighbouring messages from the same catalog
 (`group_size` rows each): their in-batch negatives are the near misses that the
 filter must later tell apart ("Cannot open file" vs "Cannot read file").
+With `fuzzy_negatives`, each row also brings the target of the most word-similar
+other message of its catalog (`mtcore.alignment.negatives.fuzzy_partners`) as an
+extra column of the en→vi softmax: Bicleaner-AI's "fuzzy" negatives, and the hard
+negatives of Guo et al. 2018 / LaBSE; they teach the encoder that "Show backup files"
+is not "Hiển thị tập tin ẩn".
 
 Three pieces, kept apart as in Ray's own examples: `fit()` (plain PyTorch, usable
 without Ray), `train_loop_per_worker()` (unpacks the config, calls `fit`, rank 0
@@ -58,6 +63,7 @@ class EncoderTrainConfig:
     margin: float = 0.3  # additive margin, Yang et al. 2019 found 0.3 best
     scale: float = 20.0  # softmax temperature⁻¹ for cosine logits
     group_size: int = 32  # rows of neighbouring messages kept together in a batch (hard negatives)
+    fuzzy_negatives: bool = False  # add each row's most word-similar same-catalog message's target as a negative (issue 21; opt-in: not yet measured, ~1.5x training time)
     heldout: int = 1000  # pairs held out for retrieval P@1
     max_pairs: int = 120_000  # cap on training pairs (CPU minutes)
     seed: int = 0
@@ -167,12 +173,16 @@ def group_batches(n: int, batch_size: int, group_size: int, rng: np.random.Gener
 # --------------------------------------------------------------------------- loss and loop
 
 
-def additive_margin_loss(x: torch.Tensor, y: torch.Tensor, margin: float, scale: float) -> torch.Tensor:
-    """Bidirectional in-batch softmax with additive margin; x, y: (B, dim), unit rows, pairs on the diagonal."""
+def additive_margin_loss(x: torch.Tensor, y: torch.Tensor, margin: float, scale: float, y_hard: torch.Tensor | None = None) -> torch.Tensor:
+    """Bidirectional in-batch softmax with additive margin; x, y: (B, dim), unit rows, pairs on the diagonal.
+
+    `y_hard` (H, dim): extra targets that are negatives for every source (en→vi direction only).
+    """
     sims = x @ y.T  # (B, B)
     logits = scale * (sims - margin * torch.eye(len(x), device=x.device, dtype=x.dtype))
     labels = torch.arange(len(x), device=x.device)
-    return (nn.functional.cross_entropy(logits, labels) + nn.functional.cross_entropy(logits.T, labels)) / 2
+    rows = logits if y_hard is None or not len(y_hard) else torch.cat([logits, scale * (x @ y_hard.T)], dim=1)  # (B, B + H)
+    return (nn.functional.cross_entropy(rows, labels) + nn.functional.cross_entropy(logits.T, labels)) / 2
 
 
 def fit(
@@ -185,11 +195,12 @@ def fit(
     on_log=None,
     rank: int = 0,
     world_size: int = 1,
+    hard: list[int] | None = None,
 ) -> dict:
     """The training loop, plain PyTorch. Rows must be in catalog order (for the hard-negative runs).
 
-    Each worker takes every `world_size`-th batch; `model` may be DDP-wrapped. Returns
-    the last logged metrics.
+    Each worker takes every `world_size`-th batch; `model` may be DDP-wrapped. `hard[i]`: the row
+    whose target is row i's fuzzy negative (-1: none). Returns the last logged metrics.
     """
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -209,7 +220,9 @@ def fit(
                 break
             x = model(pad_batch([src_ids[i] for i in idx], max_len).to(device))
             y = model(pad_batch([tgt_ids[i] for i in idx], max_len).to(device))
-            loss = additive_margin_loss(x, y, cfg.margin, cfg.scale)
+            neg = [hard[i] for i in idx if hard[i] >= 0] if hard is not None else []
+            y_hard = model(pad_batch([tgt_ids[j] for j in neg], max_len).to(device)) if neg else None
+            loss = additive_margin_loss(x, y, cfg.margin, cfg.scale, y_hard)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -255,6 +268,7 @@ def train_loop_per_worker(config: dict) -> None:
 
     cfg = EncoderTrainConfig.from_dict(config["train"])
     spm_bytes, src, tgt, run_id = config["spm"], config["src"], config["tgt"], config.get("mlflow_run_id")
+    hard = config.get("hard")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     with tempfile.TemporaryDirectory() as tmp:
@@ -265,7 +279,7 @@ def train_loop_per_worker(config: dict) -> None:
         model = DualEncoder(cfg.model)
         model = ray.train.torch.prepare_model(model) if world > 1 or cfg.use_gpu else model.to(device)
         on_log = _mlflow_step_logger(config["mlflow_uri"], run_id) if rank == 0 and run_id else None
-        last = fit(model, src_ids, tgt_ids, cfg, device=device, on_log=on_log, rank=rank, world_size=world)
+        last = fit(model, src_ids, tgt_ids, cfg, device=device, on_log=on_log, rank=rank, world_size=world, hard=hard)
         if rank == 0:
             ckpt_dir = Path(tmp) / "encoder"
             save_encoder(model, spm_bytes, ckpt_dir)
@@ -332,6 +346,12 @@ def train_encoder(
         train = train.sort_by(sort_keys)
     if len(train) < 2:
         raise EncoderError(f"only {len(train)} usable training pair(s) after cleaning {n_input} rows")
+    hard = None
+    if cfg.fuzzy_negatives:
+        from mtcore.alignment.negatives import fuzzy_partners
+
+        origins = train["origin"].to_pylist() if "origin" in train.column_names else None
+        hard = fuzzy_partners(train["src"].to_pylist(), train["tgt"].to_pylist(), origins).tolist()
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -359,7 +379,7 @@ def train_encoder(
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "mlflow_run_id": run_id, "mlflow_uri": uri},
+            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "hard": hard, "mlflow_run_id": run_id, "mlflow_uri": uri},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
             run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((RUNS_DIR / "ray_results").resolve())),
         )

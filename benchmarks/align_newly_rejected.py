@@ -1,0 +1,65 @@
+"""What the new calibration rejects on the embedded corpus that the old one kept (issue 21).
+
+Scores a sample of whole catalogs of data/raw/parallel.parquet once, decides with the old
+(`calibration="random"`) and the new (`"near_miss"`) rule, and prints the kept shares and a
+random sample of pairs only the new rule rejects, to judge by eye.
+
+    python benchmarks/align_newly_rejected.py [--rows 20000] [--show 20] [--seed 0] [--encoder builtin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mtcore.alignment.filter import FilterConfig, calibrate, score_corpus
+from mtcore.data.corpus import read_corpus
+from mtcore.data.paths import RAW_PARALLEL
+
+
+def sample_catalogs(table: pa.Table, rows: int, seed: int) -> pa.Table:
+    origins = table["origin"].unique().to_pylist()
+    chosen, total = [], 0
+    for o in np.random.default_rng(seed).permutation(origins):
+        n = pc.sum(pc.equal(table["origin"], o)).as_py()
+        if total + n > rows:
+            continue
+        chosen.append(o)
+        total += n
+    return table.filter(pc.is_in(table["origin"], pa.array(chosen)))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--show", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--encoder", default="builtin")
+    ap.add_argument("--score", default=FilterConfig().score)
+    args = ap.parse_args(argv)
+    table = sample_catalogs(read_corpus(RAW_PARALLEL), args.rows, args.seed)
+    new_cfg = FilterConfig(encoder=args.encoder, score=args.score)
+    scores, timing = score_corpus(table, new_cfg, use_ray=False)
+    values = scores.real(args.score)
+    print(f"load average {[round(v, 2) for v in os.getloadavg()]}; {len(table)} pairs from {len(set(table['origin'].to_pylist()))} catalogs; {timing}")
+    rej = {}
+    for cal in ("random", "near_miss"):
+        c = calibrate(scores, replace(new_cfg, calibration=cal))
+        rej[cal] = values < c["threshold"]
+        print(f"  {cal:9s} threshold {c['threshold']:.3f}  est. noise {c['estimated_misaligned_share']:.3f}  kept {100 * (1 - rej[cal].mean()):.2f} %  ({c['method']})")
+    only_new = np.flatnonzero(rej["near_miss"] & ~rej["random"])
+    print(f"  rejected by the new rule only: {len(only_new)}; a random {min(args.show, len(only_new))}:")
+    src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    for i in np.random.default_rng(args.seed).choice(only_new, size=min(args.show, len(only_new)), replace=False):
+        print(f"  | {origin[i]} | {src[i][:90]!r} | {tgt[i][:90]!r} | {values[i]:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
