@@ -30,13 +30,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def is_module(dotted: str) -> bool:
+    base = PKG.parent / dotted.replace(".", "/")
+    return base.with_suffix(".py").exists() or base.is_dir()
+
+
 def imports(path: Path) -> set[str]:
     """mtcore modules imported anywhere in the file (function-level imports count too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mtcore"):
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names if (PKG.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists() or (PKG.parent / f"{node.module}.{a.name}".replace(".", "/")).is_dir()}
+            subs = {f"{node.module}.{a.name}" for a in node.names if is_module(f"{node.module}.{a.name}")}
+            found |= subs if len(subs) == len(node.names) else subs | {node.module}  # `from pkg import submodule`
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("mtcore")}
     return {m for m in found if m != "mtcore"}
