@@ -18,10 +18,11 @@ class PlanError(ValueError):
     """A job that cannot run on the resources at hand; the message names the setting."""
 
 
-# Optimiser steps per minute of 2 CPU DDP workers × 1,500 tokens (the `auto` CPU batch), measured by
-# benchmarks/budget_curve.py on the 2-core development machine (benchmarks/RESULTS.md). Used only to
-# print the expected steps of a CPU run with that batch; elsewhere the plan says "not measured".
-CPU_STEPS_PER_MIN = {"tiny": 142.0, "mini": 80.0, "small": 36.0}
+# Optimiser steps per minute of 2 CPU cores at 3,000 tokens per step (the `auto` CPU batch: 2 workers ×
+# 1,500), measured by benchmarks/budget_curve.py on the 2-core development machine (benchmarks/RESULTS.md;
+# one process with 2 threads, CPU-time clock). Used only to print the expected steps of a CPU run with
+# that batch; elsewhere the plan says "not measured".
+CPU_STEPS_PER_MIN = {"mini": 110.6, "small": 45.8}
 _CPU_BATCH = 3000  # tokens per step in those measurements
 
 
