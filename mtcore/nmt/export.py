@@ -28,7 +28,8 @@ the target formats assume, and how each deviation is mapped:
   the generation config's `suppress_tokens` do the same;
 - text is NFC-normalised and newlines become the `<nl>` piece before SentencePiece
   (`mtcore.nmt.tokenizer.normalize`); the exported tokenizers do not do that, so feed them
-  normalised text, or use `mtcore.nmt.exported`, which does;
+  normalised text, or use `mtcore.nmt.exported`, which does. MarianTokenizer also applies
+  Moses punctuation rules when `sacremoses` is installed: leave it out;
 - beam search: mtcore's length penalty is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's and
   HF's is |Y|^alpha, so with a length penalty beam output may differ slightly (greedy does
   not). Without one, HF (`early_stopping=True`: stop once `beam` hypotheses have finished,
@@ -42,6 +43,7 @@ import argparse
 import json
 import shutil
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -252,10 +254,12 @@ def _marian_tokenizer(ckpt: Checkpoint, out: Path):
     tmp = out / ".tokenizer"
     tmp.mkdir(parents=True)
     (tmp / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    tok = MarianTokenizer(source_spm=str(ckpt.path / SPM), target_spm=str(ckpt.path / SPM), vocab=str(tmp / "vocab.json"),
-                          source_lang=ckpt.model_cfg.src_lang, target_lang=ckpt.model_cfg.tgt_lang,
-                          unk_token=sp.id_to_piece(UNK_ID), eos_token=sp.id_to_piece(EOS_ID),
-                          pad_token=sp.id_to_piece(PAD_ID), model_max_length=ckpt.model_cfg.max_positions - 1)
+    with warnings.catch_warnings():  # "pip install sacremoses": its punctuation rules are not mtcore's, better absent
+        warnings.filterwarnings("ignore", message=".*sacremoses")
+        tok = MarianTokenizer(source_spm=str(ckpt.path / SPM), target_spm=str(ckpt.path / SPM), vocab=str(tmp / "vocab.json"),
+                              source_lang=ckpt.model_cfg.src_lang, target_lang=ckpt.model_cfg.tgt_lang,
+                              unk_token=sp.id_to_piece(UNK_ID), eos_token=sp.id_to_piece(EOS_ID),
+                              pad_token=sp.id_to_piece(PAD_ID), model_max_length=ckpt.model_cfg.max_positions - 1)
     tok.save_pretrained(str(out))
     shutil.rmtree(tmp)
     return tok
