@@ -20,9 +20,11 @@ interleaved rounds, so that a burst of load on a shared machine hits every runti
 
 Without `--model`, the `mini` preset (the CPU preset for budgets of a few minutes) is trained
 first for `--train-minutes` on the embedded corpus (data/raw/parallel.parquet, en->vi, a
-SentencePiece model of `--vocab` pieces trained on it) and saved to `--out`, so that a
+SentencePiece model of `--vocab` pieces trained on a sample of it) and saved to `--out`, so that a
 second run can take it with `--model`. A decoding benchmark needs a trained model: a random
-one rarely emits EOS, and then every sentence runs to the length limit.
+one rarely emits EOS, and then every sentence runs to the length limit. `--toy` trains on 240
+of the built-in toy pairs and decodes the other 120 (with `--model`: a model trained on them),
+for a machine too busy to train on the real corpus in minutes (RESULTS.md says when it was used).
 """
 
 from __future__ import annotations
@@ -46,21 +48,32 @@ from mtcore.nmt.exported import translate_ctranslate2, translate_hf
 from mtcore.nmt.metrics import corpus_bleu
 from mtcore.nmt.model import count_parameters
 from mtcore.nmt.tokenizer import train_tokenizer
-from mtcore.nmt.training import fit, oriented_pairs
+from mtcore.nmt.training import fit, oriented_pairs, toy_pairs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the HF model is the local export: never reach for the Hub
+TOY = toy_pairs(360)
 
 
 def train_model(args) -> Path:
-    """`mini` on the embedded corpus for `--train-minutes`; the checkpoint goes to `--out`."""
+    """`--preset` on the embedded corpus (or the toy pairs) for `--train-minutes`; saved under `--out`."""
     cfg = ModelConfig.preset(args.preset)
-    train = oriented_pairs(read_corpus(args.train), cfg)
-    dev = oriented_pairs(read_corpus(paths.DEV), cfg)[:200]
     out = Path(args.out)
-    tok = train_tokenizer([s for pair in train for s in pair], out / "spm.train.model", vocab_size=args.vocab)
-    tc = TrainConfig(max_tokens=4096, warmup=300, lr_scale=1.0, validate_every=10**9, patience=0, log_every=10**9,
-                     max_epochs=1000, dev_limit=200, time_budget_min=args.train_minutes)
-    print(f"training  `{args.preset}` for {args.train_minutes} min on {len(train)} pairs ({args.train})", flush=True)
+    if args.toy:  # the settings tests/test_export.py trains with: a few hundred small steps suffice
+        train, dev = TOY[:240], TOY[240:260]
+        tc = TrainConfig(max_tokens=256, warmup=100, lr_scale=0.5, label_smoothing=0.0, max_len=64, max_steps=400,
+                         validate_every=10**9, patience=0, log_every=10**9, max_epochs=1000, dev_limit=20,
+                         time_budget_min=args.train_minutes)
+        vocab = min(args.vocab, 500)
+    else:
+        train = oriented_pairs(read_corpus(args.train), cfg)
+        dev = oriented_pairs(read_corpus(paths.DEV), cfg)[:200]
+        tc = TrainConfig(max_tokens=4096, warmup=300, lr_scale=1.0, validate_every=10**9, patience=0, log_every=10**9,
+                         max_epochs=1000, dev_limit=200, time_budget_min=args.train_minutes)
+        vocab = args.vocab
+    tok = train_tokenizer([s for pair in (TOY if args.toy else train) for s in pair], out / "spm.train.model",
+                          vocab_size=vocab, max_sentences=args.spm_sentences)
+    print(f"training  `{args.preset}` for {args.train_minutes} min on {len(train)} pairs "
+          f"({'toy pairs' if args.toy else args.train})", flush=True)
     result = fit(tc, cfg, train, dev, tok)
     print(f"trained   {result.steps} steps in {result.elapsed_s / 60:.1f} min", flush=True)
     return save_checkpoint(out / "model", result.model, tok, train_cfg=tc, step=result.steps)
@@ -83,9 +96,11 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the best is reported")
     p.add_argument("--naive", action="store_true", help="also time mtcore without the KV cache (slow)")
     p.add_argument("--train", default=str(paths.RAW_PARALLEL), help="without --model: training corpus")
+    p.add_argument("--toy", action="store_true", help="train and test on the toy pairs (240 / 120)")
     p.add_argument("--preset", default="mini", help="without --model: model preset")
     p.add_argument("--train-minutes", type=float, default=8.0, help="without --model: training budget")
     p.add_argument("--vocab", type=int, default=8000, help="without --model: SentencePiece pieces")
+    p.add_argument("--spm-sentences", type=int, default=100_000, help="without --model: SentencePiece trains on a sample")
     p.add_argument("--out", default=str(paths.RUNS_DIR / "decode_speed"), help="without --model: where the model goes")
     args = p.parse_args(argv)
     import ctranslate2
@@ -94,7 +109,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     model_dir = Path(args.model) if args.model else train_model(args)
     ckpt = load_checkpoint(model_dir)
-    test = oriented_pairs(read_corpus(args.test), ckpt.model_cfg)[: args.n]
+    test = TOY[240:][: args.n] if args.toy else oriented_pairs(read_corpus(args.test), ckpt.model_cfg)[: args.n]
     texts, refs = [s for s, _ in test], [t for _, t in test]
 
     work = Path(tempfile.mkdtemp(prefix="decode_speed."))
@@ -120,7 +135,8 @@ def main(argv=None) -> int:
     print(f"model     {model_dir} (step {ckpt.meta.get('step')}): {ckpt.model_cfg.arch} d{ckpt.model_cfg.d_model} "
           f"x{ckpt.model_cfg.layers}, {count_parameters(ckpt.model) / 1e6:.1f}M parameters, vocab {tok.vocab_size}, "
           f"{ckpt.model_cfg.direction}")
-    print(f"data      {len(texts)} sentences from {args.test}; beam {args.beam}, batch {args.batch_size}, length "
+    where = "the toy pairs 240-359" if args.toy else args.test
+    print(f"data      {len(texts)} sentences from {where}; beam {args.beam}, batch {args.batch_size}, length "
           f"penalty {DEFAULT_LEN_PENALTY}, max length {DEFAULT_MAX_LEN_A}*src_len+{DEFAULT_MAX_LEN_B}", flush=True)
     for fn in methods.values():
         fn(texts[:4])  # warm-up: first-call allocations, lazy initialisation

@@ -212,3 +212,20 @@ def test_mlflow_run_reference(ckpt, tmp_path, mlflow_uri):
     assert main(["--to", "ctranslate2", f"runs:/{run.info.run_id}/best_checkpoint", str(tmp_path / "out")],
                 resolve=download_checkpoint) == 0
     assert (tmp_path / "out" / "model.bin").is_file()
+
+
+def test_decode_speed_benchmark_runs(ckpt, capsys):
+    """benchmarks/decode_speed.py with tiny settings: every runtime in the table, the goal line printed."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "decode_speed.py"
+    spec = importlib.util.spec_from_file_location("decode_speed", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--model", str(ckpt.path), "--n", "4", "--rounds", "1", "--beam", "2"]) == 0
+    out = capsys.readouterr().out
+    for row in ("| mtcore beam 2, KV cache |", "| CTranslate2 float32 beam 2 |", "| CTranslate2 int8 beam 2 |",
+                "| HF generate beam 2 |"):
+        assert row in out
+    assert "the time of CTranslate2 float32: goal <= 2×" in out
