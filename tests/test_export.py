@@ -11,6 +11,7 @@ import pytest
 import sacrebleu
 import torch
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: everything is local, never the Hub
 ctranslate2 = pytest.importorskip("ctranslate2")  # the `test` extra installs both
 transformers = pytest.importorskip("transformers")
 
@@ -23,7 +24,6 @@ from mtcore.nmt.model import build_model  # noqa: E402
 from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, train_tokenizer  # noqa: E402
 from mtcore.nmt.training import fit, toy_pairs  # noqa: E402
 
-os.environ["HF_HUB_OFFLINE"] = "1"  # everything is local: never reach for the Hub
 torch.set_num_threads(1)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TRAIN = toy_pairs(64)
