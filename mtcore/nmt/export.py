@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ImportError as err:  # the converters' libraries are an optional extra
-        print(f"error: {err.name} is not installed: pip install 'mtcore[export]'", file=sys.stderr)
+        print(f"error: {(err.name or 'a converter library').split('.')[0]} is not installed: pip install 'mtcore[export]'", file=sys.stderr)
         return 2
     print(f"exported {source} -> {out} ({args.to}{', ' + args.quantization if args.to == 'ctranslate2' else ''})")
     return 0
