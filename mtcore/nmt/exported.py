@@ -1,0 +1,86 @@
+"""Translate with an exported model, fed exactly as mtcore feeds its own decoder.
+
+Same sources (`encode_sources`: normalised text, pieces + EOS), same length-sorted batches,
+the same output limit a * src_len + b (per batch: the limit of its longest source) and
+the same detokenisation, so that differences come from the runtime alone:
+
+    translator = ctranslate2.Translator(OUT)            # an `mtcore.export --to ctranslate2` directory
+    translate_ctranslate2(translator, tokenizer, texts, beam=5)
+    model = MarianMTModel.from_pretrained(OUT)          # an `mtcore.export --to hf` directory
+    translate_hf(model, tokenizer, texts, beam=5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mtcore.nmt.batching import pad
+from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, encode_sources
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+
+def _batches(sources: list[list[int]], batch_size: int, a: float, b: int, max_positions: int):
+    """(indices, sources, output limit) per length-sorted batch, as `translate_ids` cuts them."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        limit = min(int(a * max(len(sources[i]) for i in idx)) + b, max_positions - 1)
+        yield idx, [sources[i] for i in idx], max(limit, 1)
+
+
+def translate_ctranslate2(
+    translator,  # ctranslate2.Translator over an mtcore export
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    *,
+    beam: int = 1,
+    len_penalty: float = DEFAULT_LEN_PENALTY,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    batch_size: int = 32,
+    max_positions: int = 1024,
+) -> list[str]:
+    """The export adds `</s>` to sources itself (`add_source_eos`), so pieces go in without it.
+    CTranslate2's length penalty is |Y|^alpha, not mtcore's GNMT one (`mtcore.nmt.export`)."""
+    sp = tokenizer.sp
+    sources = encode_sources(tokenizer, texts, max_len=max_positions - 1)
+    out: list[list[int]] = [[] for _ in sources]
+    banned = [[sp.id_to_piece(PAD_ID)], [sp.id_to_piece(BOS_ID)]]  # mtcore never generates them
+    for idx, batch, limit in _batches(sources, batch_size, max_len_a, max_len_b, max_positions):
+        pieces = [[sp.id_to_piece(i) for i in ids[:-1]] for ids in batch]
+        results = translator.translate_batch(
+            pieces, beam_size=beam, length_penalty=len_penalty, max_decoding_length=limit,
+            suppress_sequences=banned, max_batch_size=0,
+        )
+        for i, r in zip(idx, results):
+            out[i] = [sp.piece_to_id(p) for p in r.hypotheses[0]]
+    return tokenizer.decode(out)
+
+
+@torch.inference_mode()
+def translate_hf(
+    model,  # transformers.MarianMTModel over an mtcore export
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    *,
+    beam: int = 1,
+    len_penalty: float = DEFAULT_LEN_PENALTY,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    batch_size: int = 32,
+) -> list[str]:
+    """`generate` with the export's generation config (BOS start, PAD/BOS suppressed, early stopping
+    once `beam` hypotheses finish, as mtcore); HF's length penalty is |Y|^alpha."""
+    max_positions = model.config.max_position_embeddings
+    sources = encode_sources(tokenizer, texts, max_len=max_positions - 1)
+    out: list[list[int]] = [[] for _ in sources]
+    for idx, batch, limit in _batches(sources, batch_size, max_len_a, max_len_b, max_positions):
+        src = pad(batch)
+        beam_kw = dict(length_penalty=len_penalty) if beam > 1 else {}  # greedy: HF warns about an unused penalty
+        gen = model.generate(input_ids=src, attention_mask=src != PAD_ID, num_beams=beam, do_sample=False,
+                             max_new_tokens=limit, max_length=None, **beam_kw)
+        for i, row in zip(idx, gen[:, 1:].tolist()):  # drop the decoder start
+            out[i] = row[: row.index(EOS_ID)] if EOS_ID in row else [t for t in row if t != PAD_ID]
+    return tokenizer.decode(out)

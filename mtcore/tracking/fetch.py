@@ -1,0 +1,35 @@
+"""Bring a checkpoint logged to MLflow back to a local directory (for export, translation, BT).
+
+`runs:/RUN_ID` alone means the run's `best_checkpoint` artifact (what `finish_run` logs);
+`runs:/RUN_ID/PATH` and `models:/NAME/VERSION` are downloaded as given and searched for a
+checkpoint directory (config.json next to spm.model).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+BEST = "best_checkpoint"
+
+
+class FetchError(ValueError):
+    pass
+
+
+def download_checkpoint(uri: str) -> Path:
+    import mlflow
+
+    from mtcore import tracking
+
+    if re.fullmatch(r"runs:/[^/]+/?", uri):
+        uri = f"{uri.rstrip('/')}/{BEST}"
+    mlflow.set_tracking_uri(tracking.tracking_uri())
+    try:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    except Exception as err:  # MlflowException, OSError: the message names the run or path
+        raise FetchError(f"{uri}: cannot download ({err})") from None
+    found = sorted(p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file())
+    if not found:
+        raise FetchError(f"{uri}: no mtcore checkpoint (config.json next to spm.model) inside")
+    return found[0]

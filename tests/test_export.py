@@ -1,0 +1,231 @@
+"""Export: a tiny trained Transformer taken to CTranslate2 and to HF Marian translates as mtcore does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: everything is local, never the Hub
+ctranslate2 = pytest.importorskip("ctranslate2")  # the `test` extra installs both
+transformers = pytest.importorskip("transformers")
+
+from mtcore.config import ModelConfig, TrainConfig  # noqa: E402
+from mtcore.nmt.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from mtcore.nmt.decoding import encode_sources, translate  # noqa: E402
+from mtcore.nmt.export import ExportError, main, to_ctranslate2, to_hf  # noqa: E402
+from mtcore.nmt.exported import translate_ctranslate2, translate_hf  # noqa: E402
+from mtcore.nmt.model import build_model  # noqa: E402
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, train_tokenizer  # noqa: E402
+from mtcore.nmt.training import fit, toy_pairs  # noqa: E402
+
+torch.set_num_threads(1)
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TRAIN = toy_pairs(64)
+HELD_OUT = toy_pairs(360)[250:330]  # not trained on: imperfect, varied output
+SOURCES = [s for s, _ in TRAIN[:20]] + [s for s, _ in HELD_OUT]
+
+
+def quick(steps: int) -> TrainConfig:
+    return TrainConfig(max_tokens=256, warmup=100, lr_scale=0.5, label_smoothing=0.0, max_epochs=1000, validate_every=0,
+                       log_every=10**6, patience=0, dev_limit=8, max_len=64, max_steps=steps)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return train_tokenizer([s for p in toy_pairs(360) for s in p], tmp_path_factory.mktemp("spm") / "spm.model", vocab_size=500)
+
+
+def trained(tokenizer, directory, steps, **model_kw):
+    torch.manual_seed(0)
+    result = fit(quick(steps), ModelConfig.preset("tiny", dropout=0.0, **model_kw), TRAIN, TRAIN, tokenizer)
+    return load_checkpoint(save_checkpoint(directory, result.model, tokenizer))
+
+
+@pytest.fixture(scope="module")
+def ckpt(tokenizer, tmp_path_factory):
+    return trained(tokenizer, tmp_path_factory.mktemp("post") / "ckpt", 150)
+
+
+@pytest.fixture(scope="module")
+def ct2_dir(ckpt, tmp_path_factory):
+    return to_ctranslate2(ckpt.path, tmp_path_factory.mktemp("ct2") / "model")
+
+
+@pytest.fixture(scope="module")
+def hf_dir(ckpt, tmp_path_factory):
+    return to_hf(ckpt.path, tmp_path_factory.mktemp("hf") / "model")
+
+
+def ct2(directory):
+    return ctranslate2.Translator(str(directory), device="cpu", intra_threads=1)
+
+
+def hf(directory):
+    return transformers.MarianMTModel.from_pretrained(str(directory)).eval()
+
+
+def bleu(hyps):
+    return sacrebleu.corpus_bleu(hyps, [[t for s, t in TRAIN[:20] + HELD_OUT]]).score
+
+
+@torch.no_grad()
+def mtcore_logprobs(model, sources, targets) -> torch.Tensor:
+    """Teacher-forced log p(target_t | ...) of mtcore itself, (B, T) with EOS last."""
+    src = torch.tensor(sources)
+    tgt_in = torch.tensor([[BOS_ID] + t for t in targets])
+    lp = model(src, tgt_in).log_softmax(-1)
+    return lp.gather(-1, torch.tensor([t + [EOS_ID] for t in targets])[..., None])[..., 0]
+
+
+# --------------------------------------------------------------------------- the same function
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_ctranslate2_scores_as_mtcore(ckpt, tokenizer, tmp_path, pre_norm):
+    """Teacher-forced token log-probs agree: the weights, norms and positions are mapped right."""
+    source = ckpt if not pre_norm else trained(tokenizer, tmp_path / "pre", 40, pre_norm=True)
+    translator = ct2(to_ctranslate2(source.path, tmp_path / "ct2"))
+    for src_text, tgt_text in HELD_OUT[:3]:
+        src, tgt = encode_sources(tokenizer, [src_text]), tokenizer.encode([tgt_text])
+        scored = translator.score_batch([[tokenizer.sp.id_to_piece(i) for i in src[0][:-1]]],
+                                        [[tokenizer.sp.id_to_piece(i) for i in tgt[0]]])[0]
+        assert scored.log_probs == pytest.approx(mtcore_logprobs(source.model, src, tgt)[0].tolist(), abs=1e-4)
+
+
+def test_hf_logits_as_mtcore(ckpt, hf_dir, tokenizer):
+    src = torch.tensor(encode_sources(tokenizer, ["open the new window"]))
+    tgt_in = torch.tensor([[BOS_ID] + tokenizer.encode(["mở cửa sổ mới"])[0]])
+    with torch.no_grad():
+        ours = ckpt.model(src, tgt_in).log_softmax(-1)
+        theirs = hf(hf_dir)(input_ids=src, decoder_input_ids=tgt_in).logits.log_softmax(-1)
+    assert theirs == pytest.approx(ours, abs=1e-4)
+
+
+# --------------------------------------------------------------------------- the same translations
+
+
+def test_ctranslate2_greedy_is_identical(ckpt, ct2_dir, tokenizer):
+    ours = translate(ckpt.model, tokenizer, SOURCES, beam=1)
+    assert translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=1) == ours
+    assert len(set(ours)) > 50 and bleu(ours) > 30  # a model that translates, not one that repeats a sentence
+
+
+def test_hf_greedy_is_identical(ckpt, hf_dir, tokenizer):
+    assert translate_hf(hf(hf_dir), tokenizer, SOURCES, beam=1) == translate(ckpt.model, tokenizer, SOURCES, beam=1)
+
+
+def test_beam_without_length_penalty(ckpt, ct2_dir, hf_dir, tokenizer):
+    """The one setting where all three score hypotheses alike (module doc of mtcore.nmt.export): HF stops
+    as mtcore does and agrees exactly; CTranslate2 searches on, and where it differs its hypothesis is
+    one mtcore's own model scores higher."""
+    ours = translate(ckpt.model, tokenizer, SOURCES, beam=5, len_penalty=0.0)
+    assert translate_hf(hf(hf_dir), tokenizer, SOURCES, beam=5, len_penalty=0.0) == ours
+    theirs = translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5, len_penalty=0.0)
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    assert len(differ) <= len(SOURCES) // 10
+    for i in differ:
+        src = encode_sources(tokenizer, [SOURCES[i]])
+        ours_lp, theirs_lp = (mtcore_logprobs(ckpt.model, src, tokenizer.encode([h])).sum().item() for h in (ours[i], theirs[i]))
+        assert theirs_lp > ours_lp, (SOURCES[i], ours[i], theirs[i])
+
+
+def test_beam_with_length_penalty_and_int8_stay_close(ckpt, ct2_dir, hf_dir, tokenizer, tmp_path):
+    """mtcore's GNMT penalty vs |Y|^alpha, and int8 weights: not identical, but close in output and BLEU."""
+    ours = translate(ckpt.model, tokenizer, SOURCES, beam=5)
+    int8 = ct2(to_ctranslate2(ckpt.path, tmp_path / "int8", quantization="int8"))
+    for hyps in (translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5),
+                 translate_hf(hf(hf_dir), tokenizer, SOURCES, beam=5),
+                 translate_ctranslate2(int8, tokenizer, SOURCES, beam=5)):
+        assert sum(a == b for a, b in zip(ours, hyps)) >= 0.9 * len(SOURCES)
+        assert abs(bleu(hyps) - bleu(ours)) < 3.0
+
+
+# --------------------------------------------------------------------------- what is written
+
+
+def test_exported_directories(ckpt, ct2_dir, hf_dir, tokenizer):
+    assert {p.name for p in ct2_dir.iterdir()} >= {"model.bin", "config.json", "shared_vocabulary.json", "spm.model"}
+    config = json.loads((ct2_dir / "config.json").read_text())
+    assert (config["decoder_start_token"], config["add_source_eos"], config["layer_norm_epsilon"]) == ("<s>", True, 1e-5)
+    info = json.loads((hf_dir / "mtcore_export.json").read_text())
+    assert (info["format"], info["direction"]) == ("hf", "en-vi")
+    assert (hf_dir / "spm.model").read_bytes() == tokenizer.model_bytes()
+    # the saved MarianTokenizer encodes plain text as mtcore does (ids + </s>)
+    hf_tok = transformers.MarianTokenizer.from_pretrained(str(hf_dir))
+    texts = [s for s, _ in HELD_OUT[:10]]
+    assert hf_tok(texts)["input_ids"] == encode_sources(tokenizer, texts)
+
+
+def test_existing_output_is_refused_unless_forced(ckpt, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("x")
+    with pytest.raises(ExportError, match="exists and is not empty"):
+        to_ctranslate2(ckpt.path, tmp_path / "out")
+    to_ctranslate2(ckpt.path, tmp_path / "out", force=True)
+    assert not (tmp_path / "out" / "keep.txt").exists()
+
+
+def test_rnn_and_pre_norm_hf_fail_with_one_clear_line(tokenizer, tmp_path, capsys):
+    rnn = build_model(ModelConfig.preset("tiny", arch="rnn"), vocab_size=tokenizer.vocab_size)
+    save_checkpoint(tmp_path / "rnn", rnn, tokenizer)
+    assert main(["--to", "ctranslate2", str(tmp_path / "rnn"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "`rnn` checkpoint; only the Transformer can be exported" in err
+    assert not (tmp_path / "out").exists()
+    pre = build_model(ModelConfig.preset("tiny", pre_norm=True), vocab_size=tokenizer.vocab_size)
+    save_checkpoint(tmp_path / "pre", pre, tokenizer)
+    with pytest.raises(ExportError, match="Marian \\(HF\\) is post-norm only"):
+        to_hf(tmp_path / "pre", tmp_path / "hf")
+
+
+def test_command_line(ckpt, tmp_path):
+    """`python -m mtcore.export` (the entry point the README names) writes a model CTranslate2 loads."""
+    out = tmp_path / "int8"
+    run = subprocess.run([sys.executable, "-m", "mtcore.export", "--to", "ctranslate2", str(ckpt.path), str(out),
+                          "--quantization", "int8"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"-> {out} (ctranslate2, int8)" in run.stdout
+    assert json.loads((out / "mtcore_export.json").read_text())["quantization"] == "int8"
+    assert ct2(out).translate_batch([["▁open"]], max_decoding_length=5)[0].hypotheses
+    missing = subprocess.run([sys.executable, "-m", "mtcore.export", "--to", "hf", str(tmp_path / "nope"), str(out)],
+                             capture_output=True, text=True, env=ENV, timeout=300)
+    assert missing.returncode == 2 and "checkpoint directory not found" in missing.stderr
+
+
+def test_mlflow_run_reference(ckpt, tmp_path, mlflow_uri):
+    """runs:/RUN_ID means the run's best_checkpoint artifact, as training logs it."""
+    import mlflow
+
+    from mtcore.tracking.fetch import download_checkpoint
+
+    mlflow.set_tracking_uri(mlflow_uri)
+    with mlflow.start_run() as run:
+        mlflow.log_artifacts(str(ckpt.path), artifact_path="best_checkpoint")
+    local = download_checkpoint(f"runs:/{run.info.run_id}")
+    assert (local / "spm.model").is_file()
+    assert main(["--to", "ctranslate2", f"runs:/{run.info.run_id}/best_checkpoint", str(tmp_path / "out")],
+                resolve=download_checkpoint) == 0
+    assert (tmp_path / "out" / "model.bin").is_file()
+
+
+def test_decode_speed_benchmark_runs(ckpt, capsys):
+    """benchmarks/decode_speed.py with tiny settings: every runtime in the table, the goal line printed."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "decode_speed.py"
+    spec = importlib.util.spec_from_file_location("decode_speed", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--model", str(ckpt.path), "--n", "4", "--rounds", "1", "--beam", "2"]) == 0
+    out = capsys.readouterr().out
+    for row in ("| mtcore beam 2, KV cache |", "| CTranslate2 float32 beam 2 |", "| CTranslate2 int8 beam 2 |",
+                "| HF generate beam 2 |"):
+        assert row in out
+    assert "the time of CTranslate2 float32: goal <= 2×" in out
