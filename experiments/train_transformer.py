@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.ray_training import JobError, run_training
@@ -20,6 +21,7 @@ from mtcore.distributed.ray_training import JobError, run_training
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "small.yaml"
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(DEFAULT_CONFIG), help="job YAML with job/model/train sections (default: %(default)s)")

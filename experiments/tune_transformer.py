@@ -20,6 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
 from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, run_search
@@ -27,6 +28,7 @@ from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob,
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "tune_small.yaml"
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(DEFAULT_CONFIG), help="job YAML with job/model/train/search sections (default: %(default)s)")

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from mtcore.errors import MtcoreError
 from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, ratio_margin, windowed_knn
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ EXPERIMENT = "align_filter"
 REASONS = {"cosine": "low_cosine", "margin": "low_margin"}
 
 
-class FilterError(ValueError):
+class FilterError(MtcoreError, ValueError):
     pass
 
 

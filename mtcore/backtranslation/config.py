@@ -7,12 +7,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from mtcore.errors import MtcoreError
 from mtcore.data.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
 
 MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
 
 
-class BTError(ValueError):
+class BTError(MtcoreError, ValueError):
     """A back-translation run that cannot start; the message names the setting or file at fault."""
 
 

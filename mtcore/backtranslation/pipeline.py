@@ -333,12 +333,15 @@ def _open_run(cfg: BTConfig) -> str | None:
         name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
         client = mlflow.MlflowClient()
         exp = mlflow.get_experiment_by_name(EXPERIMENT)
-        found = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = '{name}'", max_results=1)
+        found = tracking.find_runs(client, exp.experiment_id, "mlflow.runName", name, max_results=1)
         if found:
+            client.update_run(found[0].info.run_id, status="RUNNING")
+            tracking.opened(found[0].info.run_id, mlflow.get_tracking_uri())
             return found[0].info.run_id
         run = client.create_run(exp.experiment_id, run_name=name, tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus))
         for k, v in tracking.flatten(dataclasses.asdict(cfg)).items():
             client.log_param(run.info.run_id, k, v)
+        tracking.opened(run.info.run_id, mlflow.get_tracking_uri())
         return run.info.run_id
     except Exception as err:  # noqa: BLE001 - the data job must not die for the dashboard
         log.warning("MLflow unavailable, the run is not tracked: %s", err)

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import yaml
 
+from mtcore.errors import MtcoreError
 from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
 
 
-class ConfigError(ValueError):
+class ConfigError(MtcoreError, ValueError):
     """A cleaning configuration that cannot be used; the message names every offending key."""
 
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 
+from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore.nmt.checkpoint import load_checkpoint
 from mtcore.data.corpus import read_corpus
@@ -23,6 +24,7 @@ from mtcore.nmt.translate import decoding_args, decoding_kwargs
 CORPUS_LANGS = ("en", "vi")  # column order of the platform's corpora
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtcore.evaluate", description=__doc__.split("\n")[0])
     decoding_args(parser)

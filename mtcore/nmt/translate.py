@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Sampling, translate
 
@@ -43,6 +44,7 @@ def decoding_kwargs(args: argparse.Namespace) -> dict:
     return kw
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtcore.translate", description=__doc__.split("\n")[0])
     decoding_args(parser)
