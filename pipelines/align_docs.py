@@ -32,10 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
     args = ap.parse_args(argv)
+    cfg = DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor)  # options checked before any work
     src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
     encoder = load_encoder(args.encoder)
     t0 = time.perf_counter()
-    blocks = align_documents(src, tgt, encoder, DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor))
+    blocks = align_documents(src, tgt, encoder, cfg)
     seconds = time.perf_counter() - t0
     path = write_alignment(blocks, src, tgt, args.output)
     kinds = Counter(b.kind for b in blocks)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from mtcore import checks
 from mtcore.errors import MtcoreError
 from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, ratio_margin, windowed_knn
 
@@ -58,6 +59,10 @@ class FilterConfig:
     seed: int = 0  # for the misaligned calibration pairs
 
     def __post_init__(self):
+        checks.at_least("--k", self.k, 1)
+        for name in ("margin_window", "batch_size"):
+            checks.at_least(name, getattr(self, name), 1)
+        checks.at_least("num_actors", self.num_actors, 0)
         if self.score not in SCORES:
             raise FilterError(f"score must be one of {list(SCORES)}, not {self.score!r}")
         if self.threshold != "auto":
@@ -285,7 +290,7 @@ def filter_corpus(
     from mtcore.data.ledger import StageReport, write_report
 
     cfg = cfg or FilterConfig()
-    output = Path(output)
+    output = checks.output_dir(output)
     if outputs_exist(output) and not overwrite:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.stages import StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
@@ -278,7 +279,12 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     settings = cfg.stage_settings()
     stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     # Everything that can be wrong is checked before the first stage runs.
+    checks.output_dir(root)
     check_output(list(stages.values()), cfg.overwrite)
+    if cfg.clean_config:
+        from mtcore.cleaning import load_config
+
+        load_config(cfg.clean_config)  # its errors now, not after the first stage
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)

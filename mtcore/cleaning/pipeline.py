@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from mtcore import checks
 from mtcore.cleaning.config import CleaningConfig, load_config
 from mtcore.cleaning.normalize import normalize_table
 from mtcore.data.ledger import REJECT_SCHEMA, StageReport, write_report
@@ -261,11 +262,14 @@ def clean_dataset(
     from mtcore.data.corpus import CorpusError, load_corpus
 
     output, input_path = Path(output), Path(input_path)
+    checks.at_least("--num-cpus", num_cpus, 1)
+    checks.output_dir(output)
     if outputs_exist(output) and not overwrite:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
     cfg = cfg or load_config()
     if not input_path.exists() and not input_path.with_name(input_path.name + ".en").exists():
         raise CorpusError(f"{input_path}: file not found")
+    checks.parquet_columns(input_path, ("src", "tgt"))  # before Ray: a missing column is not a task failure
     for sub in ("kept", "rejects", "_scored", "report.json"):
         p = output / sub
         if p.is_dir():
