@@ -96,3 +96,44 @@ def test_clean_stage_logs_report_and_histograms(ray_local, mlflow_uri, tmp_path)
     plots = {a.path: a.file_size for a in client.list_artifacts(run.info.run_id, "plots")}
     assert set(plots) == {"plots/rejects_by_reason.png", "plots/score_histograms.png"}
     assert all(size > 5000 for size in plots.values())
+
+
+def test_run_lookup_survives_quotes_in_user_paths(mlflow_uri):
+    """A run name made from `--output "bt'q"` is found without pasting it into a filter string."""
+    mlflow = tracking.setup("unit-quotes")
+    client = mlflow.MlflowClient()
+    exp = mlflow.get_experiment_by_name("unit-quotes")
+    for name in ("bt-beam-bt'q", 'say "hi" \\ there', "plain-name"):
+        run = client.create_run(exp.experiment_id, run_name=name)
+        found = tracking.find_runs(client, exp.experiment_id, "mlflow.runName", name)
+        assert [r.info.run_id for r in found] == [run.info.run_id]
+
+
+def test_a_failing_entry_point_ends_its_runs_failed(mlflow_uri, capsys):
+    from mtcore.errors import entry_point
+    from mtcore.tracking.report import ReportError
+
+    mlflow = tracking.setup("unit-failed")
+    client = mlflow.MlflowClient()
+    exp = mlflow.get_experiment_by_name("unit-failed")
+    opened = client.create_run(exp.experiment_id, run_name="client-run").info.run_id
+
+    @entry_point
+    def main(argv=None):
+        tracking.opened(opened, mlflow_uri)
+        mlflow.start_run(run_name="fluent-run")
+        raise ReportError("x.db: broken; fix it")
+
+    assert main([]) == 2
+    assert [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")] == ["error: x.db: broken; fix it"]
+    statuses = {r.info.run_name: r.info.status for r in client.search_runs([exp.experiment_id])}
+    assert statuses == {"client-run": "FAILED", "fluent-run": "FAILED"}
+
+
+def test_dead_server_fails_in_seconds():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(tracking.TrackingError, match=f"127.0.0.1:{(port := free_port())}: MLflow tracking server does not answer"):
+        tracking.require_server(f"http://127.0.0.1:{port}")
+    assert time.perf_counter() - t0 < 15

@@ -277,15 +277,16 @@ def clean_dataset(
         elif p.exists():
             p.unlink()
 
+    is_parquet = input_path.suffix == ".parquet" or input_path.is_dir()
+    table = None if is_parquet else load_corpus(input_path).table  # read on the driver: its errors come before Ray starts
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
-    if input_path.suffix == ".parquet" or input_path.is_dir():
+    if is_parquet:
         rows = pads.dataset(str(input_path), format="parquet").count_rows()
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         # A single-file corpus is one read task; split it so that every CPU gets blocks.
         ds = ray.data.read_parquet(str(input_path), override_num_blocks=blocks).repartition(blocks)
     else:  # TSV, IWSLT pair, gettext catalog: read on the driver, then distribute
-        table = load_corpus(input_path).table
         rows = len(table)
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         ds = ray.data.from_arrow(table).repartition(blocks)

@@ -325,6 +325,10 @@ def train_encoder(
 
     `exclude_texts`: sentences that must not be trained on (e.g. a test set's).
     """
+    cfg = cfg or EncoderTrainConfig()
+    cfg.check()  # before the corpus is read or Ray is imported
+    output = checks.output_dir(output)
+
     import ray.train
     from ray.train.torch import TorchTrainer
 
@@ -332,9 +336,6 @@ def train_encoder(
     from mtcore.data.corpus import read_corpus
     from mtcore.data.paths import RUNS_DIR
 
-    cfg = cfg or EncoderTrainConfig()
-    cfg.check()  # before the corpus is read or Ray starts
-    output = checks.output_dir(output)
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
     n_input = len(table)
     table, cleaned_by = clean_for_training(table)

@@ -99,7 +99,7 @@ def save_checkpoint(
     shutil.copyfile(tokenizer.path, tmp / SPM)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE)
-    meta["files"] = {f.name: file_sha256(f) for f in sorted(tmp.iterdir())}  # the manifest (config.json itself excepted)
+    meta["files"] = {f.name: file_sha256(f) for f in sorted(tmp.iterdir()) if f.name != CONFIG}  # the manifest
     (tmp / CONFIG).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     old = directory.with_name(f".{directory.name}.old")
     shutil.rmtree(old, ignore_errors=True)  # left by a crash between the two renames below
