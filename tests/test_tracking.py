@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,28 @@ def test_dead_server_fails_in_seconds():
     with pytest.raises(tracking.TrackingError, match=f"127.0.0.1:{(port := free_port())}: MLflow tracking server does not answer"):
         tracking.require_server(f"http://127.0.0.1:{port}")
     assert time.perf_counter() - t0 < 15
+
+
+def test_translator_is_logged_as_code_not_a_pickle(mlflow_uri, tmp_path):
+    """The pyfunc model is a models-from-code model: its MLmodel names a Python file, no pickled object."""
+    import mlflow
+    import torch
+
+    from mtcore.config import ModelConfig
+    from mtcore.nmt.checkpoint import save_checkpoint
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import train_tokenizer
+    from mtcore.nmt.training import toy_pairs
+    from mtcore.tracking.pyfunc import log_translator
+
+    torch.manual_seed(0)
+    tok = train_tokenizer([s for p in toy_pairs(40) for s in p], tmp_path / "spm.model", vocab_size=400)
+    ckpt = save_checkpoint(tmp_path / "ckpt", build_model(ModelConfig.preset("tiny", vocab_size=tok.vocab_size)), tok)
+    tracking.setup("unit-pyfunc")
+    with mlflow.start_run() as run:
+        log_translator(ckpt)
+    local = Path(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/translator", dst_path=str(tmp_path / "dl")))
+    assert "translator_model.py" in (local / "MLmodel").read_text()
+    assert not list(local.rglob("python_model.pkl"))
+    out = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator").predict(["Open the file"], params={"beam": 1})
+    assert len(out) == 1 and isinstance(out[0], str)
