@@ -26,10 +26,10 @@ from mtcore.errors import MtcoreError, on_failure
 
 log = logging.getLogger(__name__)
 
-# MLflow's own HTTP defaults retry for minutes (a dead server cost 249 s); keep every client call short.
+# MLflow's default HTTP retries back off for minutes (7 retries, factor 2: a dead server cost 249 s);
+# two quick retries bound every client call. The per-request timeout stays MLflow's: artifact uploads are large.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 
 
 class TrackingError(MtcoreError):
