@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore.errors import entry_point
 from mtcore.backtranslation.experiment import EffectConfig, run_effect
 from mtcore.backtranslation.pipeline import run_backtranslation
 from mtcore.backtranslation import BTConfig
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     d = EffectConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

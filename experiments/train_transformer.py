@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError, load_and_plan, run_training
 
@@ -46,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     return args, overrides
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
     try:

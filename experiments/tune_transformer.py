@@ -21,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
 from mtcore.distributed.tuning import SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, plan_search, run_search
@@ -59,6 +60,7 @@ def load_job(args: argparse.Namespace, overrides: list[str]) -> TuneJob:
     )
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
     try:

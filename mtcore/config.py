@@ -18,12 +18,14 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from mtcore.errors import MtcoreError
+
 ARCHS = ("transformer", "rnn")  # rnn: the attention RNN encoder-decoder of `mtcore.nmt.rnn`
 RNN_CELLS = ("gru", "lstm")
 RNN_ATTENTIONS = ("bahdanau", "dot", "general")  # additive (Bahdanau et al. 2015); Luong et al. 2015 §3.1
 
 
-class ConfigError(ValueError):
+class ConfigError(MtcoreError, ValueError):
     """A configuration that cannot be used; the message names the key at fault."""
 
 

@@ -32,12 +32,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from mtcore.errors import MtcoreError
+
 MANIFEST = "_stage.json"
 _WHOLE_FILE = 8 * 1024**2  # files up to this size are hashed whole; larger ones by size and samples
 _SAMPLE = 1024**2
 
 
-class StageError(ValueError):
+class StageError(MtcoreError, ValueError):
     """An output folder that holds another run's work; the message says what changed and what to do."""
 
 

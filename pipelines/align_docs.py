@@ -14,12 +14,13 @@ import sys
 import time
 from collections import Counter
 
+from mtcore.errors import entry_point
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
-from mtcore.data.corpus import CorpusError
-from mtcore.embedding import EncoderError, load_encoder
+from mtcore.embedding import load_encoder
 from mtcore.data.paths import DATA_DIR, RUNS_DIR
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     d = DocAlignConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -31,15 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
     args = ap.parse_args(argv)
-    try:
-        src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
-        encoder = load_encoder(args.encoder)
-        t0 = time.perf_counter()
-        blocks = align_documents(src, tgt, encoder, DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor))
-        seconds = time.perf_counter() - t0
-    except (CorpusError, EncoderError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    cfg = DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor)  # options checked before any work
+    src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
+    encoder = load_encoder(args.encoder)
+    t0 = time.perf_counter()
+    blocks = align_documents(src, tgt, encoder, cfg)
+    seconds = time.perf_counter() - t0
     path = write_alignment(blocks, src, tgt, args.output)
     kinds = Counter(b.kind for b in blocks)
     print(f"{len(src):,} source and {len(tgt):,} target sentences → {len(blocks):,} blocks in {seconds:.1f} s")

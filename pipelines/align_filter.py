@@ -19,9 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, FilterError, filter_corpus
-from mtcore.data.corpus import CorpusError
-from mtcore.embedding import EncoderError
+from mtcore.errors import entry_point
+from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 from mtcore.alignment.scoring import SCORES
@@ -32,6 +31,7 @@ def _default_input() -> str:
     return str(cleaned if cleaned.is_dir() else RAW_PARALLEL)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     d = FilterConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,13 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
-                           calibration=args.calibration, max_false_reject=args.max_false_reject)
-        result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
-    except (CorpusError, EncoderError, FilterError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
+                       calibration=args.calibration, max_false_reject=args.max_false_reject)
+    result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
     if result.skipped:
         print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")

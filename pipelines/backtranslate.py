@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.backtranslation import MODES, BTConfig, BTError, run_backtranslation
+from mtcore.errors import entry_point
+from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
 from mtcore.backtranslation.pipeline import stage_table
-from mtcore.nmt.checkpoint import CheckpointError
-from mtcore.cleaning import ConfigError
-from mtcore.data.corpus import CorpusError
-from mtcore.embedding import EncoderError
 
 DEFAULTS = BTConfig()
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=DEFAULTS.corpus, help="raw parallel corpus (default: %(default)s)")
@@ -42,17 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
     args = ap.parse_args(argv)
-    try:
-        cfg = BTConfig(
-            corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
-            tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
-            reverse_minutes=args.reverse_minutes, reverse_preset=args.reverse_preset,
-            reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
-        )
-        result = run_backtranslation(cfg)
-    except (BTError, CorpusError, ConfigError, CheckpointError, EncoderError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    cfg = BTConfig(
+        corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
+        tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
+        reverse_minutes=args.reverse_minutes, reverse_preset=args.reverse_preset,
+        reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
+    )
+    result = run_backtranslation(cfg)
     print(stage_table(result))
     print(f"\naugmented training set → {result.augmented}")
     print(f"report → {result.output / 'report.json'}   ({result.elapsed_s / 60:.1f} min; MLflow run {result.mlflow_run_id})")

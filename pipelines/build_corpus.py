@@ -9,8 +9,10 @@ and unpacks packages without installing them. Logic: mtcore/corpus_build.py.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from mtcore.errors import entry_point
 from mtcore.data.corpus_build import BuildConfig, build, summary_rows
 
 
@@ -27,6 +29,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:
     return config, args.quiet
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> None:
     config, quiet = parse_args(argv)
     result = build(config, progress=(lambda _: None) if quiet else print)
@@ -40,4 +43,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

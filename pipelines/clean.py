@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.cleaning import ConfigError, clean_dataset, load_config
-from mtcore.data.corpus import CorpusError
+from mtcore.errors import entry_point
+from mtcore.cleaning import clean_dataset, load_config
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
-from mtcore.runs import StageError
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=str(RAW_PARALLEL), help="corpus: Parquet file/dir, TSV, .po/.mo, or PREFIX of PREFIX.en/.vi (default: %(default)s)")
@@ -30,13 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-cpus", type=int, default=None, help="local Ray CPUs (default: all; ignored with RAY_ADDRESS)")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log the report and its plots to MLflow (experiment `clean`)")
     args = ap.parse_args(argv)
-    try:
-        cfg = load_config(args.config)  # every config error surfaces before any work
-        result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
-                               track=not args.no_mlflow)
-    except (ConfigError, CorpusError, StageError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    cfg = load_config(args.config)  # every config error surfaces before any work
+    result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
+                           track=not args.no_mlflow)
     r = result.report
     if result.skipped:
         print(f"reusing {result.output}: made with the same rules, code and input contents (--overwrite re-runs it)")

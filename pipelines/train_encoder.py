@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.data.corpus import CorpusError
-from mtcore.embedding import EncoderError
+from mtcore.errors import entry_point
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     d = EncoderTrainConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -33,11 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers)
     cfg.model.layers, cfg.model.vocab_size = args.layers, args.vocab_size
-    try:
-        result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)
-    except (CorpusError, EncoderError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)
     m = result.metrics
     print(f"encoder → {result.path}")
     print(f"retrieval P@1 on {m['heldout_pairs']} held-out pairs: en→vi {m['p_at_1_en_vi']:.3f}  vi→en {m['p_at_1_vi_en']:.3f}")

@@ -16,6 +16,7 @@ from mtcore.nmt.checkpoint import (
     average_checkpoints,
     last_checkpoints,
     load_checkpoint,
+    load_train_state,
     load_weights,
     save_checkpoint,
 )
@@ -119,3 +120,44 @@ def test_translate_and_evaluate_cli(tokenizer, tmp_path):
         capture_output=True, text=True, timeout=120, env=ENV,
     )
     assert bad.returncode != 0 and "the model translates en-vi, not vi-en" in bad.stderr
+
+
+def test_manifest_names_a_damaged_file_and_resume_falls_back(tokenizer, tmp_path, caplog):
+    """config.json holds every file's sha256; a damaged latest checkpoint is reported and the previous good one used."""
+    from mtcore.nmt.checkpoint import load_resume_state
+
+    model = tiny_model(tokenizer)
+    for step in (10, 20):
+        save_checkpoint(tmp_path / "run" / f"checkpoint_{step}", model, tokenizer, step=step,
+                        train_state={"step": step, "epoch": 0})
+    latest = tmp_path / "run" / "checkpoint_20"
+    assert set(json.loads((latest / "config.json").read_text())["files"]) == {"model.pt", "spm.model", "train_state.pt"}
+    assert not list((tmp_path / "run").glob(".*"))  # the temp directory was renamed into place, nothing left beside it
+    state, used = load_resume_state(latest)
+    assert used == latest and state["step"] == 20
+    data = (latest / "train_state.pt").read_bytes()
+    (latest / "train_state.pt").write_bytes(data[: len(data) // 2])  # a crash mid-copy
+    state, used = load_resume_state(latest)
+    assert used == tmp_path / "run" / "checkpoint_10" and state["step"] == 10
+    assert "train_state.pt: damaged" in caplog.text
+    with pytest.raises(CheckpointError, match=r"checkpoint_20/train_state.pt: damaged"):
+        load_train_state(latest)
+    (tmp_path / "run" / "checkpoint_10" / "model.pt").write_bytes(b"\0" * 10)
+    with pytest.raises(CheckpointError, match="no checkpoint of this run can be resumed"):
+        load_resume_state(latest)
+
+
+def test_foreign_and_damaged_directories_say_what_they_are(tokenizer, tmp_path):
+    from mtcore.embedding.encoder import DualEncoder, EncoderConfig, save_encoder
+
+    enc = save_encoder(DualEncoder(EncoderConfig(vocab_size=tokenizer.vocab_size, d_model=32, dim=32)), tokenizer.model_bytes(),
+                       tmp_path / "enc")
+    with pytest.raises(CheckpointError, match="sentence-encoder directory"):
+        load_checkpoint(enc)
+    save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
+    meta = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    del meta["files"]  # written before the manifest existed: torch's own error must still become one named line
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(meta))
+    (tmp_path / "ckpt" / "model.pt").write_bytes(os.urandom(1000))
+    with pytest.raises(CheckpointError, match=r"ckpt/model.pt: damaged or not a PyTorch file"):
+        load_checkpoint(tmp_path / "ckpt")

@@ -176,6 +176,11 @@ def test_default_config_loads_every_rule():
         ({"normalize": {"nfkc": True}, "rules": []}, "nfkc"),
         ({"rules": [], "filters": []}, "filters"),
         ([{"NonEmpty": {}, "TooShort": {}}], "rules[0]"),
+        ([{"LengthRatio": {"min_ratio": -3, "max_ratio": 0.1}}], "min_ratio: -3 must be >= 0"),
+        ([{"LengthRatio": {"min_ratio": 3}}], "min_ratio (3) must be below max_ratio (2.5)"),
+        ([{"LengthRatio": {"min_ratio_long": 2.6}}], "min_ratio_long (2.6) must be below max_ratio"),
+        ([{"TooShort": {"min_chars": -1}}], "min_chars: -1 must be >= 0"),
+        ([{"Untranslated": {"near_overlap": 2}}], "near_overlap: 2 is a proportion"),
     ],
 )
 def test_config_errors_name_the_key(data, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,69 @@ def test_clean_stage_logs_report_and_histograms(ray_local, mlflow_uri, tmp_path)
     plots = {a.path: a.file_size for a in client.list_artifacts(run.info.run_id, "plots")}
     assert set(plots) == {"plots/rejects_by_reason.png", "plots/score_histograms.png"}
     assert all(size > 5000 for size in plots.values())
+
+
+def test_run_lookup_survives_quotes_in_user_paths(mlflow_uri):
+    """A run name made from `--output "bt'q"` is found without pasting it into a filter string."""
+    mlflow = tracking.setup("unit-quotes")
+    client = mlflow.MlflowClient()
+    exp = mlflow.get_experiment_by_name("unit-quotes")
+    for name in ("bt-beam-bt'q", 'say "hi" \\ there', "plain-name"):
+        run = client.create_run(exp.experiment_id, run_name=name)
+        found = tracking.find_runs(client, exp.experiment_id, "mlflow.runName", name)
+        assert [r.info.run_id for r in found] == [run.info.run_id]
+
+
+def test_a_failing_entry_point_ends_its_runs_failed(mlflow_uri, capsys):
+    from mtcore.errors import entry_point
+    from mtcore.tracking.report import ReportError
+
+    mlflow = tracking.setup("unit-failed")
+    client = mlflow.MlflowClient()
+    exp = mlflow.get_experiment_by_name("unit-failed")
+    opened = client.create_run(exp.experiment_id, run_name="client-run").info.run_id
+
+    @entry_point
+    def main(argv=None):
+        tracking.opened(opened, mlflow_uri)
+        mlflow.start_run(run_name="fluent-run")
+        raise ReportError("x.db: broken; fix it")
+
+    assert main([]) == 2
+    assert [l for l in capsys.readouterr().err.splitlines() if l.startswith("error:")] == ["error: x.db: broken; fix it"]
+    statuses = {r.info.run_name: r.info.status for r in client.search_runs([exp.experiment_id])}
+    assert statuses == {"client-run": "FAILED", "fluent-run": "FAILED"}
+
+
+def test_dead_server_fails_in_seconds():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(tracking.TrackingError, match=f"127.0.0.1:{(port := free_port())}: MLflow tracking server does not answer"):
+        tracking.require_server(f"http://127.0.0.1:{port}")
+    assert time.perf_counter() - t0 < 15
+
+
+def test_translator_is_logged_as_code_not_a_pickle(mlflow_uri, tmp_path):
+    """The pyfunc model is a models-from-code model: its MLmodel names a Python file, no pickled object."""
+    import mlflow
+    import torch
+
+    from mtcore.config import ModelConfig
+    from mtcore.nmt.checkpoint import save_checkpoint
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import train_tokenizer
+    from mtcore.nmt.training import toy_pairs
+    from mtcore.tracking.pyfunc import log_translator
+
+    torch.manual_seed(0)
+    tok = train_tokenizer([s for p in toy_pairs(40) for s in p], tmp_path / "spm.model", vocab_size=400)
+    ckpt = save_checkpoint(tmp_path / "ckpt", build_model(ModelConfig.preset("tiny", vocab_size=tok.vocab_size)), tok)
+    tracking.setup("unit-pyfunc")
+    with mlflow.start_run() as run:
+        log_translator(ckpt)
+    local = Path(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/translator", dst_path=str(tmp_path / "dl")))
+    assert "translator_model.py" in (local / "MLmodel").read_text()
+    assert not list(local.rglob("python_model.pkl"))
+    out = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator").predict(["Open the file"], params={"beam": 1})
+    assert len(out) == 1 and isinstance(out[0], str)

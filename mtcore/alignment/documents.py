@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mtcore import checks
 from mtcore.alignment.scoring import l2_normalize
 
 INF = float("inf")
@@ -47,6 +48,13 @@ class DocAlignConfig:
     dense_cells: int = 250_000  # above this many DP cells, align coarse first
     band: int = 10  # fine search width around the projected coarse path, in sentences
     seed: int = 0
+
+    def __post_init__(self):
+        # max_size 1 allows only deletions: every sentence would be dropped, silently
+        checks.at_least("--max-size", self.max_size, 2)
+        checks.at_least("--del-factor", self.del_factor, 0)
+        for name in ("num_samples", "dense_cells", "band"):
+            checks.at_least(name, getattr(self, name), 1)
 
 
 @dataclass(frozen=True)

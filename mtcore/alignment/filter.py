@@ -44,7 +44,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from mtcore import checks
 from mtcore.alignment import negatives
+from mtcore.errors import MtcoreError
 from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, ratio_margin, windowed_knn
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ CALIBRATIONS = ("near_miss", "random")
 MAX_FALSE_REJECT = 0.02  # the issue's budget: ≤ 2 % of good pairs lost (see benchmarks/RESULTS.md, issue 21)
 
 
-class FilterError(ValueError):
+class FilterError(MtcoreError, ValueError):
     pass
 
 
@@ -76,6 +78,10 @@ class FilterConfig:
     synthetic_rows: int = 4000  # rows given a partial/swapped target for calibration (encoded once more)
 
     def __post_init__(self):
+        checks.at_least("--k", self.k, 1)
+        for name in ("margin_window", "batch_size"):
+            checks.at_least(name, getattr(self, name), 1)
+        checks.at_least("num_actors", self.num_actors, 0)
         if self.score not in SCORES:
             raise FilterError(f"score must be one of {list(SCORES)}, not {self.score!r}")
         if self.calibration not in CALIBRATIONS:
@@ -454,7 +460,7 @@ def filter_corpus(
     from mtcore.data.ledger import StageReport, write_report
 
     cfg = cfg or FilterConfig()
-    output = Path(output)
+    output = checks.output_dir(output)
     if outputs_exist(output) and not overwrite:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)

@@ -8,12 +8,14 @@ import json
 from pathlib import Path
 from dataclasses import dataclass
 
+from mtcore.config import PRESETS
+from mtcore.errors import MtcoreError
 from mtcore.data.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
 
 MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
 
 
-class BTError(ValueError):
+class BTError(MtcoreError, ValueError):
     """A back-translation run that cannot start; the message names the setting or file at fault."""
 
 
@@ -57,6 +59,8 @@ class BTConfig:
             raise BTError("temperature and reverse_minutes must be positive, synthetic_max_ratio >= 1")
         if self.align_score not in ("cosine", "margin"):
             raise BTError(f"align_score must be cosine or margin, not {self.align_score!r}")
+        if self.reverse_preset not in PRESETS:  # known now, not after cleaning and alignment have run
+            raise BTError(f"--reverse-preset: unknown preset {self.reverse_preset!r}; choose from {sorted(PRESETS)}")
 
     def stage_settings(self) -> dict[str, dict]:
         """What each stage's output depends on (its own settings plus everything upstream)."""

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.stages import StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
@@ -281,7 +282,12 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     settings = cfg.stage_settings()
     stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     # Everything that can be wrong is checked before the first stage runs.
+    checks.output_dir(root)
     check_output(list(stages.values()), cfg.overwrite)
+    if cfg.clean_config:
+        from mtcore.cleaning import load_config
+
+        load_config(cfg.clean_config)  # its errors now, not after the first stage
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)
@@ -341,12 +347,15 @@ def _open_run(cfg: BTConfig) -> str | None:
         if pointer.is_file():
             known = json.loads(pointer.read_text())
             if known.get("tracking_uri") == mlflow.get_tracking_uri():
+                client.update_run(known["run_id"], status="RUNNING")
+                tracking.opened(known["run_id"], mlflow.get_tracking_uri())
                 return known["run_id"]
         name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
         exp = mlflow.get_experiment_by_name(EXPERIMENT)
         run = client.create_run(exp.experiment_id, run_name=name, tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus))
         for k, v in tracking.flatten(dataclasses.asdict(cfg)).items():
             client.log_param(run.info.run_id, k, v)
+        tracking.opened(run.info.run_id, mlflow.get_tracking_uri())
         pointer.parent.mkdir(parents=True, exist_ok=True)
         pointer.write_text(json.dumps({"run_id": run.info.run_id, "tracking_uri": mlflow.get_tracking_uri()}))
         return run.info.run_id

@@ -23,7 +23,6 @@ from pathlib import Path
 import yaml
 
 from mtcore.config import ConfigError  # the one config error of the project
-
 from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
 
@@ -83,6 +82,29 @@ def _check_params(where: str, cls, params, errors: list[str]) -> None:
             errors.append(f"{where}.{key}: expected {known[key].type}, found {type(value).__name__} ({value!r})")
 
 
+_FRACTIONS = ("share", "prob", "overlap")  # parameters that are proportions, in [0, 1]
+
+
+def _check_ranges(where: str, cls, params: dict, errors: list[str]) -> None:
+    """Counts and bounds are non-negative, proportions at most 1, and every `min_X…` below its `max_X`
+    (a LengthRatio of min 3, max 0.1 would silently reject almost everything)."""
+    values = {f.name: params.get(f.name, f.default) for f in fields(cls) if f.init}
+    numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    for key, value in numbers.items():
+        if value < 0:
+            errors.append(f"{where}.{key}: {value} must be >= 0")
+        elif any(word in key for word in _FRACTIONS) and value > 1:
+            errors.append(f"{where}.{key}: {value} is a proportion; it must be in [0, 1]")
+    for key, low in numbers.items():
+        if not key.startswith("min_"):
+            continue
+        parts = key.removeprefix("min_").split("_")  # min_ratio_long is bounded by max_ratio
+        upper = next((f"max_{'_'.join(parts[:i])}" for i in range(len(parts), 0, -1)
+                      if f"max_{'_'.join(parts[:i])}" in numbers), None)
+        if upper and low >= numbers[upper]:
+            errors.append(f"{where}: {key} ({low}) must be below {upper} ({numbers[upper]})")
+
+
 def _rule_entries(items, errors: list[str]) -> list[tuple[str, str, dict]]:
     if not isinstance(items, list):
         errors.append(f"rules: expected a list of {{RuleName: {{params}}}}, found {type(items).__name__}")
@@ -122,8 +144,10 @@ def build_config(data, source: str = "<dict>") -> CleaningConfig:
     for where, name, params in entries:
         if name in REGISTRY:
             _check_params(where, REGISTRY[name], params, errors)
+            if not errors:
+                _check_ranges(where, REGISTRY[name], params, errors)
     if errors:
-        raise ConfigError(f"{source}: invalid cleaning config:\n  - " + "\n  - ".join(errors))
+        raise ConfigError(f"{source}: invalid cleaning config: " + "; ".join(errors) + "; fix these keys")
     rules = []
     for where, name, params in entries:
         try:

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from mtcore import checks
 from mtcore.cleaning.config import CleaningConfig, load_config
 from mtcore.cleaning.normalize import normalize_table
 from mtcore.data.ledger import REJECT_SCHEMA, StageReport, write_report
@@ -263,6 +264,8 @@ def clean_dataset(
     from mtcore.runs import Stage
 
     output, input_path = Path(output), Path(input_path)
+    checks.at_least("--num-cpus", num_cpus, 1)
+    checks.output_dir(output)
     cfg = cfg or load_config()
     parquet = input_path.suffix == ".parquet" or input_path.is_dir()
     if parquet:  # schema checked before Ray starts: a missing `src` costs a second, not a cluster start
@@ -275,15 +278,17 @@ def clean_dataset(
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
 
+    # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them on the driver,
+    # so that its errors come before Ray starts; stored contract Parquet is read by Ray Data in parallel.
+    table = None if parquet and distributed_read else load_corpus(input_path).table
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
-    if parquet and distributed_read:
+    if table is None:
         rows = pads.dataset(str(input_path), format="parquet").count_rows()
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         # A single-file corpus is one read task; split it so that every CPU gets blocks.
         ds = ray.data.read_parquet(str(input_path.absolute()), override_num_blocks=blocks).repartition(blocks)
-    else:  # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them, then distribute
-        table = load_corpus(input_path).table
+    else:
         rows = len(table)
         blocks = max(cpus, math.ceil(rows / rows_per_block))
         ds = ray.data.from_arrow(table).repartition(blocks)

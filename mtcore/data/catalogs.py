@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mtcore.errors import MtcoreError
+
 MO_MAGIC_LE = 0x950412DE  # GNU gettext magic, as read little-endian
 MO_MAGIC_BE = 0xDE120495  # the same magic written by a big-endian machine
 CONTEXT_SEP = "\x04"  # .mo stores a msgctxt as "context\x04msgid"
@@ -39,7 +41,7 @@ TABLE_SCHEMA = pa.schema(
 )
 
 
-class CatalogError(ValueError):
+class CatalogError(MtcoreError, ValueError):
     """A catalog that cannot be read; the message names the file (and line)."""
 
 

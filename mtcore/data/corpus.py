@@ -20,11 +20,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mtcore.errors import MtcoreError
+
 REQUIRED_COLUMNS = ("src", "tgt", "origin", "id")
 SCHEMA = pa.schema([(name, pa.string()) for name in REQUIRED_COLUMNS])
 
 
-class CorpusError(ValueError):
+class CorpusError(MtcoreError, ValueError):
     """Input that cannot be read as a parallel corpus; the message names the file (and line)."""
 
 

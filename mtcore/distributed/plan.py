@@ -12,9 +12,10 @@ import os
 from dataclasses import dataclass
 
 from mtcore.distributed.jobs import TrainingJob
+from mtcore.errors import MtcoreError
 
 
-class PlanError(ValueError):
+class PlanError(MtcoreError, ValueError):
     """A job that cannot run on the resources at hand; the message names the setting."""
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtcore.errors import MtcoreError
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # the default since Ray 2.51; explicit for older clusters
 
 
-class JobError(RuntimeError):
+class JobError(MtcoreError, RuntimeError):
     """A training job that cannot start or did not finish; the message says why."""
 
 
@@ -118,9 +119,7 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     mlflow = tracking.setup(job.job.experiment)
     client = mlflow.MlflowClient()
     experiment = mlflow.get_experiment_by_name(job.job.experiment)
-    found = client.search_runs(
-        [experiment.experiment_id], filter_string=f"tags.mlflow.runName = '{run_name}'", max_results=1
-    )
+    found = tracking.find_runs(client, experiment.experiment_id, "mlflow.runName", run_name, max_results=1)
     entry_point = ENTRY_POINTS.get(job.job.experiment, job.job.experiment)
     model = job.run.model
     tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
@@ -141,6 +140,7 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
         run_id = run.info.run_id
         for key, value in tracking.flatten(job.to_dict()).items():
             client.log_param(run_id, key, value)
+    tracking.opened(run_id, mlflow.get_tracking_uri())
     return mlflow.get_tracking_uri(), run_id
 
 
@@ -264,7 +264,7 @@ def train_worker(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
 
-    from mtcore.nmt.checkpoint import load_train_state, save_checkpoint
+    from mtcore.nmt.checkpoint import load_resume_state, save_checkpoint
     from mtcore.config import RunConfig
     from mtcore.nmt.tokenizer import Tokenizer
     from mtcore.nmt.training import fit
@@ -285,7 +285,7 @@ def train_worker(config: dict[str, Any]) -> None:
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
-            state = load_train_state(directory)
+            state, _ = load_resume_state(directory)  # a damaged latest checkpoint: the previous good one
         progress.write(f"resuming from step {state['step']} (epoch {state['epoch']})")
 
     def on_step(metrics: dict[str, float]) -> None:

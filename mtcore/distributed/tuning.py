@@ -65,6 +65,7 @@ from typing import Any
 
 import yaml
 
+from mtcore.errors import MtcoreError
 from mtcore.distributed import ray_training
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.distributed.jobs import TrainingJob
@@ -84,7 +85,7 @@ STOPPED_TRIAL_KILL_S = 10  # see run_search: how long a stopped trial may take t
 TRIAL_DRIVER_RESOURCES = {"CPU": 0, "memory": 256 * 1024**2}  # a trial's driver function waits on its Train run
 
 
-class TuneError(RuntimeError):
+class TuneError(MtcoreError, RuntimeError):
     """A search that cannot start or finish; the message says why."""
 
 
@@ -626,8 +627,7 @@ def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str
     client = mlflow.MlflowClient()
     experiment = mlflow.get_experiment_by_name(tj.search.experiment)
     if resume:
-        found = client.search_runs([experiment.experiment_id], filter_string=f"tags.mlflow.runName = '{name}'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
+        found = tracking.find_runs(client, experiment.experiment_id, "mlflow.runName", name, max_results=1)
         if found:
             client.update_run(found[0].info.run_id, status="RUNNING")
             return found[0].info.run_id

@@ -28,12 +28,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from mtcore.errors import MtcoreError
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
 
 
-class EncoderError(ValueError):
+class EncoderError(MtcoreError, ValueError):
     """An encoder that cannot be built, found or loaded; the message says what to do."""
 
 

@@ -39,6 +39,7 @@ import pyarrow as pa
 import torch
 from torch import nn
 
+from mtcore import checks
 from mtcore.embedding.encoder import (
     DualEncoder,
     EncoderConfig,
@@ -70,6 +71,18 @@ class EncoderTrainConfig:
     num_workers: int = 1
     use_gpu: bool = False
     log_every: int = 50
+
+    def check(self) -> None:
+        """Ranges, checked before any work (the model's fields may be set after construction)."""
+        checks.at_least("--epochs", self.epochs, 1)
+        checks.at_least("--layers", self.model.layers, 0)
+        checks.at_least("--batch-size", self.batch_size, 2)  # in-batch negatives need a second pair
+        checks.at_least("--vocab-size", self.model.vocab_size, 16)
+        checks.at_least("--num-workers", self.num_workers, 1)
+        for name in ("max_steps", "warmup", "heldout"):
+            checks.at_least(name, getattr(self, name), 0)
+        for name in ("max_pairs", "group_size", "log_every"):
+            checks.at_least(name, getattr(self, name), 1)
 
     @classmethod
     def from_dict(cls, d: dict) -> "EncoderTrainConfig":
@@ -326,6 +339,10 @@ def train_encoder(
 
     `exclude_texts`: sentences that must not be trained on (e.g. a test set's).
     """
+    cfg = cfg or EncoderTrainConfig()
+    cfg.check()  # before the corpus is read or Ray is imported
+    output = checks.output_dir(output)
+
     import ray.train
     from ray.train.torch import TorchTrainer
 
@@ -333,8 +350,6 @@ def train_encoder(
     from mtcore.data.corpus import read_corpus
     from mtcore.data.paths import RUNS_DIR
 
-    cfg = cfg or EncoderTrainConfig()
-    output = Path(output)
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
     n_input = len(table)
     table, cleaned_by = clean_for_training(table)

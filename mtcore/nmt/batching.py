@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from mtcore.errors import MtcoreError
 from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
-class BatchingError(ValueError):
+class BatchingError(MtcoreError, ValueError):
     pass
 
 

@@ -6,9 +6,13 @@
     DIR/spm.model       the SentencePiece model, copied in
     DIR/train_state.pt  optional: optimizer, scheduler, step, epoch, best BLEU (to resume)
 
+config.json is also the manifest: the sha256 of every other file (`files`). A directory is
+written next to its place and renamed into it, so a crash leaves the old one or the new
+one, never half of each; a file damaged later (a full disk, a bad copy) fails its checksum.
+
 Loading refuses a mismatch with a message naming it: a SentencePiece model that is not
 the one the weights were trained with, a vocabulary of another size, a weight of
-another shape (the parameter is named).
+another shape (the parameter is named), a damaged file, a directory of another kind.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -26,6 +32,7 @@ from typing import Any
 
 import torch
 
+from mtcore.errors import MtcoreError
 from mtcore import __version__
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.nmt.model import Seq2Seq, build_model
@@ -33,8 +40,10 @@ from mtcore.nmt.tokenizer import Tokenizer
 
 WEIGHTS, CONFIG, SPM, TRAIN_STATE = "model.pt", "config.json", "spm.model", "train_state.pt"
 
+log = logging.getLogger(__name__)
 
-class CheckpointError(ValueError):
+
+class CheckpointError(MtcoreError, ValueError):
     """A checkpoint that cannot be used as asked; the message names the file or parameter at fault."""
 
 
@@ -90,18 +99,67 @@ def save_checkpoint(
     shutil.copyfile(tokenizer.path, tmp / SPM)
     if train_state is not None:
         torch.save(train_state, tmp / TRAIN_STATE)
+    meta["files"] = {f.name: file_sha256(f) for f in sorted(tmp.iterdir()) if f.name != CONFIG}  # the manifest
+    (tmp / CONFIG).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    old = directory.with_name(f".{directory.name}.old")
+    shutil.rmtree(old, ignore_errors=True)  # left by a crash between the two renames below
     if directory.exists():
-        shutil.rmtree(directory)
+        os.replace(directory, old)  # renames only: `directory` is always whole, old or new
     os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(directory: Path, meta: dict[str, Any], names: Sequence[str]) -> None:
+    """Files against the manifest's checksums (checkpoints older than the manifest are not checked)."""
+    for name in names:
+        expected = meta.get("files", {}).get(name)
+        if expected and (directory / name).is_file() and file_sha256(directory / name) != expected:
+            raise CheckpointError(f"{directory / name}: damaged (its sha256 differs from the one in {CONFIG}); "
+                                  "use an earlier checkpoint or train again")
+
+
+def torch_load(path: Path) -> Any:
+    """`torch.load(weights_only=True)`; a truncated or foreign file is a CheckpointError naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, AttributeError) as err:
+        first = " ".join(str(err).split())[:100]
+        raise CheckpointError(f"{path}: damaged or not a PyTorch file mtcore wrote ({first}); "
+                              "use an earlier checkpoint or train again") from None
 
 
 def read_meta(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: no such checkpoint directory; pass a directory with {CONFIG}, {WEIGHTS}, {SPM}")
     for name in (CONFIG, WEIGHTS, SPM):
         if not (directory / name).is_file():
-            raise CheckpointError(f"{directory}: not a checkpoint directory (missing {name})")
-    return json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+            raise CheckpointError(f"{directory}: not a checkpoint directory (missing {name}); "
+                                  f"pass a training run's checkpoint directory")
+    try:
+        meta = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{directory / CONFIG}: damaged, not JSON ({err}); use an earlier checkpoint or train again") from None
+    if not isinstance(meta, dict) or "model" not in meta or "tokenizer" not in meta:
+        raise CheckpointError(f"{directory}: {_kind(meta)}, not a translation checkpoint; "
+                              "pass a checkpoint of experiments/train_transformer.py")
+    return meta
+
+
+def _kind(meta: Any) -> str:
+    """What a directory with config.json + model.pt + spm.model is when it is not a checkpoint."""
+    if isinstance(meta, dict) and {"dim", "max_len", "d_model"} <= set(meta):  # mtcore.embedding's EncoderConfig
+        return "a sentence-encoder directory (pipelines/train_encoder.py)"
+    return f"an unknown directory ({CONFIG} has no `model`/`tokenizer` sections)"
 
 
 def check_tokenizer(meta: dict[str, Any], tokenizer: Tokenizer, where: str) -> None:
@@ -138,6 +196,7 @@ def load_checkpoint(
     that the checkpoint was trained with that exact SentencePiece model."""
     directory = Path(directory)
     meta = read_meta(directory)
+    verify(directory, meta, [SPM])
     own_tok = Tokenizer(directory / SPM)
     check_tokenizer(meta, own_tok, f"{directory / SPM}")
     if tokenizer is not None:
@@ -148,7 +207,8 @@ def load_checkpoint(
             f"{directory}: config vocab_size {model_cfg.vocab_size} but {SPM} has {own_tok.vocab_size} pieces"
         )
     model = build_model(model_cfg)
-    load_weights(model, torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True), str(directory / WEIGHTS))
+    verify(directory, meta, [WEIGHTS])
+    load_weights(model, torch_load(directory / WEIGHTS), str(directory / WEIGHTS))
     model.to(device).eval()
     train_cfg = TrainConfig.from_dict(meta["train"]) if meta.get("train") else None
     return Checkpoint(directory, model, model_cfg, own_tok, train_cfg, meta)
@@ -159,9 +219,27 @@ def load_train_state(directory: str | Path) -> dict[str, Any] | None:
     directory = Path(directory)
     if not (directory / TRAIN_STATE).is_file():
         return None
-    state = torch.load(directory / TRAIN_STATE, map_location="cpu", weights_only=True)
-    state["model"] = torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True)
+    meta = read_meta(directory)
+    verify(directory, meta, [TRAIN_STATE, WEIGHTS])
+    state = torch_load(directory / TRAIN_STATE)
+    state["model"] = torch_load(directory / WEIGHTS)
     return state
+
+
+def load_resume_state(latest: str | Path) -> tuple[dict[str, Any] | None, Path]:
+    """The train state of `latest`, or, if it is damaged, of the newest good checkpoint beside it
+    (Ray Train keeps several in one run directory). Each damaged one is reported; none good is an error."""
+    latest = Path(latest)
+    candidates = [latest] + [d for d in reversed(last_checkpoints(latest.parent, 1000)) if d.resolve() != latest.resolve()]
+    damaged = []
+    for directory in candidates:
+        try:
+            return load_train_state(directory), directory
+        except CheckpointError as err:
+            damaged.append(str(err))
+            log.warning("cannot resume from %s: %s", directory, err)
+    raise CheckpointError(f"{latest}: no checkpoint of this run can be resumed from ({damaged[0]}); "
+                          "remove the run directory to start again")
 
 
 # --------------------------------------------------------------------------- averaging
@@ -172,7 +250,10 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     found = []
     for d in Path(run_dir).iterdir():
         if d.is_dir() and (d / CONFIG).is_file():
-            step = json.loads((d / CONFIG).read_text(encoding="utf-8")).get("step")
+            try:
+                step = json.loads((d / CONFIG).read_text(encoding="utf-8")).get("step")
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                continue  # a damaged checkpoint has no step to sort by
             if step is not None:
                 found.append((step, d))
     return [d for _, d in sorted(found)[-n:]]
@@ -192,7 +273,7 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
             raise CheckpointError(f"{d}: SentencePiece model differs from {directories[0]}")
     total: dict[str, torch.Tensor] = {}
     for d in directories:
-        state = torch.load(Path(d) / WEIGHTS, map_location="cpu", weights_only=True)
+        state = torch_load(Path(d) / WEIGHTS)
         for k, v in state.items():
             total[k] = total[k] + v.double() if k in total else v.double()
     last = load_checkpoint(directories[-1])

@@ -13,16 +13,19 @@ import argparse
 import sys
 import time
 
+from mtcore.errors import entry_point
 from mtcore.data import paths
-from mtcore.nmt.checkpoint import load_checkpoint
+from mtcore import checks
+from mtcore.nmt.checkpoint import CheckpointError, load_checkpoint
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
-from mtcore.nmt.translate import decoding_args, decoding_kwargs
+from mtcore.nmt.translate import check_decoding_args, decoding_args, decoding_kwargs
 
 CORPUS_LANGS = ("en", "vi")  # column order of the platform's corpora
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtcore.evaluate", description=__doc__.split("\n")[0])
     decoding_args(parser)
@@ -33,12 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--reverse", action="store_true", help="translate tgt -> src (vi -> en)")
     parser.add_argument("--samples", type=int, default=5, help="sample translations to print")
     args = parser.parse_args(argv)
+    check_decoding_args(args)
+    checks.at_least("--limit", args.limit, 0)
+    checks.at_least("--samples", args.samples, 0)
 
     ckpt = load_checkpoint(args.model, device=args.device)
     model_dir = ckpt.model_cfg.direction
     direction = args.direction or ("-".join(CORPUS_LANGS[::-1]) if args.reverse else model_dir)
     if direction != model_dir:
-        parser.error(f"the model translates {model_dir}, not {direction}")
+        hint = "a reverse model: pass --reverse" if model_dir == "-".join(CORPUS_LANGS[::-1]) else f"pass --direction {model_dir}"
+        raise CheckpointError(f"{args.model}: the model translates {model_dir}, not {direction} ({hint})")
     table = read_corpus(args.test)
     if args.limit:
         table = table.slice(0, args.limit)

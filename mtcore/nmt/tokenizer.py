@@ -15,6 +15,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from mtcore.errors import MtcoreError
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 BT_TAG = "<bt>"  # marks synthetic (back-translated) sources: tagged BT, Caswell et al. 2019
 NEWLINE = "<nl>"  # software messages contain newlines; SentencePiece would fold them into spaces
@@ -22,7 +24,7 @@ PLACEHOLDERS = tuple(f"<ph{i}>" for i in range(10))  # for masking format specif
 RESERVED_SYMBOLS = (BT_TAG, NEWLINE, *PLACEHOLDERS)
 
 
-class TokenizerError(ValueError):
+class TokenizerError(MtcoreError, ValueError):
     pass
 
 

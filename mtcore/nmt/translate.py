@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from mtcore import checks
+from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Sampling, translate
 
@@ -34,6 +36,30 @@ def decoding_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
 
 
+def check_decoding_args(args: argparse.Namespace) -> None:
+    """Ranges of the shared options, before the model is loaded."""
+    checks.at_least("--beam", args.beam, 1)
+    checks.at_least("--batch-size", args.batch_size, 1)
+    for name in ("len_penalty", "max_len_a", "max_len_b", "top_k"):
+        checks.at_least("--" + name.replace("_", "-"), getattr(args, name), 0)
+    if args.temperature <= 0:
+        raise checks.UsageError(f"--temperature: {args.temperature} is out of range; pass a value > 0")
+    if not 0 < args.top_p <= 1:
+        raise checks.UsageError(f"--top-p: {args.top_p} is out of range; pass a value in (0, 1]")
+
+
+def read_lines(stream) -> list[str]:
+    """Lines of a binary stream as UTF-8; a line that is not UTF-8 is an error naming it."""
+    lines = []
+    for i, raw in enumerate(stream, 1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r\n"))
+        except UnicodeDecodeError as err:
+            raise checks.UsageError(f"stdin line {i}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1}); "
+                                    "convert the input to UTF-8 (e.g. iconv -t UTF-8)") from None
+    return lines
+
+
 def decoding_kwargs(args: argparse.Namespace) -> dict:
     kw = dict(beam=args.beam, len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
               batch_size=args.batch_size, bt_tag=args.bt_tag)
@@ -43,12 +69,14 @@ def decoding_kwargs(args: argparse.Namespace) -> dict:
     return kw
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtcore.translate", description=__doc__.split("\n")[0])
     decoding_args(parser)
     args = parser.parse_args(argv)
+    check_decoding_args(args)
     ckpt = load_checkpoint(args.model, device=args.device)
-    lines = [line.rstrip("\n") for line in sys.stdin]
+    lines = read_lines(sys.stdin.buffer)
     hyps = translate(ckpt.model, ckpt.tokenizer, lines, **decoding_kwargs(args)) if lines else []
     for h in hyps:
         sys.stdout.write(h.replace("\n", "\\n") + "\n")

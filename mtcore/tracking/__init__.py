@@ -12,15 +12,28 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 import warnings
 from pathlib import Path
 
 from mtcore.data.paths import REPO_ROOT, RUNS_DIR
+from mtcore.errors import MtcoreError, on_failure
 
 log = logging.getLogger(__name__)
+
+# MLflow's default HTTP retries back off for minutes (7 retries, factor 2: a dead server cost 249 s);
+# two quick retries bound every client call. The per-request timeout stays MLflow's: artifact uploads are large.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+
+class TrackingError(MtcoreError):
+    """A tracking store or server that cannot be used; the message names it."""
 
 MAX_PARAM_CHARS = 500  # MLflow rejects longer parameter values
 
@@ -36,6 +49,62 @@ def _server_reachable(uri: str, timeout: float = 3.0) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+def require_server(uri: str, attempts: int = 2, timeout: float = 3.0) -> None:
+    """A short probe (and one retry) before a tool that needs this server talks to it."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    for attempt in range(attempts):
+        if _server_reachable(uri, timeout):
+            return
+        if attempt + 1 < attempts:
+            time.sleep(1.0)
+    raise TrackingError(f"{uri}: MLflow tracking server does not answer (tried {attempts}x, {timeout:g} s each); "
+                        "start it, check the URL, or use a local store (sqlite:///PATH)")
+
+
+_SAFE_VALUE = re.compile(r"[\w .,:/@+=-]*")
+
+
+def find_runs(client, experiment_id: str, key: str, value: str, max_results: int = 1000) -> list:
+    """Runs whose tag `key` equals `value`. Values from user paths (quotes, backslashes) are never
+    pasted into a filter string: they are compared here, over the experiment's runs."""
+    if _SAFE_VALUE.fullmatch(value):
+        return list(client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'", max_results=max_results))
+    found, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], max_results=1000, page_token=token)
+        found += [r for r in page if r.data.tags.get(key) == value]
+        token = page.token
+        if not token or len(found) >= max_results:
+            return found[:max_results]
+
+
+# Runs this process opened with the client API and has not ended: an entry point that fails ends them FAILED.
+_open_runs: dict[str, str] = {}  # run id -> tracking URI
+
+
+def opened(run_id: str, uri: str) -> None:
+    _open_runs[run_id] = uri
+
+
+def closed(run_id: str) -> None:
+    _open_runs.pop(run_id, None)
+
+
+@on_failure
+def _end_runs_failed() -> None:
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is None:
+        return
+    if mlflow.active_run() is not None:
+        mlflow.end_run(status="FAILED")
+    for run_id, uri in list(_open_runs.items()):
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        if client.get_run(run_id).info.status == "RUNNING":
+            client.set_terminated(run_id, status="FAILED")
+        closed(run_id)
 
 
 _warned = False

@@ -44,12 +44,14 @@ def _texts(model_input) -> list[str]:
 
 
 def log_translator(checkpoint_dir: str | Path, name: str = "translator"):
-    """Log the checkpoint as a pyfunc model of the active run, carrying mtcore's code with it."""
+    """Log the checkpoint as a pyfunc model of the active run, carrying mtcore's code with it.
+
+    A models-from-code model (`translator_model.py`), not a pickled `Translator`."""
     import mtcore
 
     return mlflow.pyfunc.log_model(
         name=name,
-        python_model=Translator(),
+        python_model=str(Path(__file__).with_name("translator_model.py")),
         artifacts={ARTIFACT: str(checkpoint_dir)},
         code_paths=[str(Path(mtcore.__file__).parent)],
         pip_requirements=["torch", "sentencepiece", "sacrebleu", "pyarrow", "pyyaml", "numpy", "pandas"],

@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mtcore.errors import entry_point
+from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
 
 TEST_BLEU, TEST_CHRF, DEV_BLEU = "test/bleu", "test/chrf", "dev/bleu"
@@ -35,7 +37,7 @@ HEADERS = ["#", "experiment", "run", "test BLEU", "test chrF", "dev BLEU", "dire
 PARENT_CHARS = 40  # a Tune search's name is long; its start says what it searched
 
 
-class ReportError(RuntimeError):
+class ReportError(MtcoreError, RuntimeError):
     """The report cannot be made; the message says why."""
 
 
@@ -123,9 +125,10 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
     """Read every run of `experiment` (all experiments when None) from the store."""
     import mlflow
 
-    from mtcore.tracking import tracking_uri
+    from mtcore.tracking import require_server, tracking_uri
 
     store = store or tracking_uri()
+    require_server(store)  # a dead server fails in seconds, not after MLflow's minutes of retries
     client = mlflow.MlflowClient(tracking_uri=store)
     existing = {e.name: e for e in client.search_experiments()}
     if experiment is not None:
@@ -275,6 +278,7 @@ def write(board: Leaderboard, output: str | Path, ui_url: str | None = None) -> 
     return md, page
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mtcore.report", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -36,6 +36,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtcore.errors import entry_point
+from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
 from mtcore.tracking import artifact_root, local_store_uri
 
@@ -45,7 +47,7 @@ DEFAULT_WORKERS = 1  # one worker is plenty for one reader, and the machine is o
 START_TIMEOUT_S = 240.0  # a first start migrates a new SQLite schema; a busy 2-core machine takes minutes
 
 
-class UIError(RuntimeError):
+class UIError(MtcoreError, RuntimeError):
     """The server cannot start; the message says why and what to do."""
 
 
@@ -245,6 +247,7 @@ def mark_experiments(store: str) -> int:
     return len(todo)
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mtcore.ui", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

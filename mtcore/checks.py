@@ -1,0 +1,61 @@
+"""Checks of command-line options that run before any work (before Ray starts or data is read).
+
+Each raises `UsageError` naming the option, what is wrong and what to pass instead, so a
+mistake costs a second and one line, not a cleaning run and a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from mtcore.errors import MtcoreError
+
+
+class UsageError(MtcoreError, ValueError):
+    """An option or setting out of its range; the message names it."""
+
+
+def at_least(name: str, value: float | None, low: float) -> None:
+    """`value >= low` (None = the option's default, not checked)."""
+    if value is not None and value < low:
+        raise UsageError(f"{name}: {value} is out of range; pass a value >= {low:g}")
+
+
+def one_of(name: str, value: str, choices: Iterable[str]) -> None:
+    choices = list(choices)
+    if value not in choices:
+        raise UsageError(f"{name}: unknown value {value!r}; choose from {choices}")
+
+
+def output_dir(path: str | Path, name: str = "--output") -> Path:
+    """An output directory that exists or can be made, is a directory and can be written to.
+
+    Nothing is created here: the check must leave no trace when a later check fails."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{name}: {path} is a file, not a directory; choose another path")
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise UsageError(f"{name}: {path} cannot be created ({existing} is not a directory); choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"{name}: {existing} is not writable; choose a path you may write to")
+    return path
+
+
+def parquet_columns(path: str | Path, required: Iterable[str], name: str = "--input") -> None:
+    """A Parquet file or directory has the columns a stage reads (checked on the schema, no data read)."""
+    import pyarrow.dataset as pads
+
+    path = Path(path)
+    if not (path.suffix == ".parquet" or path.is_dir()):
+        return
+    try:
+        names = pads.dataset(str(path), format="parquet").schema.names
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise UsageError(f"{name}: {path} is not readable Parquet ({' '.join(str(err).split())[:120]})") from None
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise UsageError(f"{name}: {path} has no column(s) {missing} (it has {names}); "
+                         "a parallel corpus needs `src` and `tgt`")

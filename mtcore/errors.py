@@ -1,0 +1,101 @@
+"""One error boundary for every entry point.
+
+A user's mistake (a bad option, a missing or damaged file, a wrong config key) must cost
+one line on stderr, not a traceback:
+
+    error: <file/key>: <what is wrong>; <what to do>
+
+and exit code 2. The project's own errors derive from `MtcoreError`; `OSError` and
+unpickling errors (a damaged `.pt` file) are treated the same way. Anything else is a
+bug in mtcore and keeps its traceback. Either way the hooks registered with
+`on_failure` run first (the tracking layer uses one to end its MLflow runs FAILED).
+
+    @entry_point
+    def main(argv=None) -> int: ...
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import sys
+from collections.abc import Callable
+
+EXIT_USER_ERROR = 2
+
+
+class MtcoreError(Exception):
+    """A bad input or setting the user can fix; the message names the file or key at fault."""
+
+
+# What a user can do about an OSError, by kind; the message already names the file.
+_OS_HINTS: list[tuple[type[OSError], str]] = [
+    (FileNotFoundError, "check the path"),
+    (PermissionError, "choose a path you may write to (or fix its permissions)"),
+    (NotADirectoryError, "a file stands where a directory is needed; choose another path"),
+    (IsADirectoryError, "a directory stands where a file is needed; choose another path"),
+    (FileExistsError, "remove it or choose another path"),
+]
+
+_failure_hooks: list[Callable[[], None]] = []
+
+
+def on_failure(hook: Callable[[], None]) -> Callable[[], None]:
+    """Run `hook` when an entry point fails (user error or bug); a failing hook is ignored."""
+    if hook not in _failure_hooks:
+        _failure_hooks.append(hook)
+    return hook
+
+
+def is_user_error(err: BaseException) -> bool:
+    return isinstance(err, (MtcoreError, OSError, pickle.UnpicklingError))
+
+
+def one_line(err: BaseException) -> str:
+    """The error as one line: `file: what is wrong; what to do` where the error knows it."""
+    err = getattr(err, "cause", None) or err  # Ray wraps errors raised in tasks: report the original
+    if isinstance(err, OSError) and err.filename is not None:
+        what = err.strerror or type(err).__name__
+        hint = next((h for kind, h in _OS_HINTS if isinstance(err, kind)), "check the path and the disk")
+        target = f"{err.filename} -> {err.filename2}" if err.filename2 else str(err.filename)
+        return f"{target}: {what}; {hint}"
+    if isinstance(err, pickle.UnpicklingError):
+        return f"not a file mtcore wrote, or a damaged one ({_squash(str(err))[:120]}); re-create it"
+    return _squash(str(err)) or type(err).__name__
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _run_hooks() -> None:
+    for hook in _failure_hooks:
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - cleaning up after a failure must not hide it
+            pass
+
+
+def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
+    """Wrap a `main(argv)`: user errors print one line and return 2; bugs keep their traceback."""
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs) or 0
+        except KeyboardInterrupt:
+            _run_hooks()
+            raise
+        except Exception as err:
+            _run_hooks()
+            if not is_user_error(err):
+                raise
+            print(f"error: {one_line(err)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+
+    return wrapped
+
+
+def run_main(main: Callable[..., int | None], argv: list[str] | None = None) -> int:
+    """`sys.exit(run_main(main))` for a main that is not decorated."""
+    return entry_point(main)(argv)

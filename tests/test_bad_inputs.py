@@ -1,0 +1,240 @@
+"""The bad-input catalogue (issue 18): every command-line tool, given a mistake a new user makes,
+exits with code 2 and one line `error: <culprit>: ...` on stderr, prints no traceback, and leaves
+no half-made output and no RUNNING MLflow run behind.
+
+Each row runs the real command in a subprocess with tiny inputs. Most rows fail before Ray
+starts, so the cost is Python's imports; the rows run a few at a time, once per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root writes anywhere: no read-only case
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    argv: tuple[str, ...]  # a script path or "-m module", then options; {name} = a path of the kit
+    culprit: str  # the error line must name this
+    stdin: bytes = b""
+    absent: str | None = None  # a kit path the command must not have created
+
+
+def case(id_, cmd, *args, culprit, stdin=b"", absent=None):
+    return Case(id_, (*cmd.split(), *args), culprit, stdin, absent)
+
+
+T, E = "-m mtcore.translate", "-m mtcore.evaluate"
+CLEAN, ALIGN, DOCS, ENC = "pipelines/clean.py", "pipelines/align_filter.py", "pipelines/align_docs.py", "pipelines/train_encoder.py"
+BT, TRAIN, TUNE = "pipelines/backtranslate.py", "experiments/train_transformer.py", "experiments/tune_transformer.py"
+REPORT, UI = "-m mtcore.report", "-m mtcore.ui"
+
+CATALOGUE = [
+    # --- the rows of issue 18 that failed before
+    case("translate-truncated-weights", T, "--model", "{ckpt_truncated}", culprit="model.pt", stdin=b"hello\n"),
+    case("translate-random-weights", T, "--model", "{ckpt_random}", culprit="model.pt", stdin=b"hello\n"),
+    case("translate-encoder-dir", T, "--model", "{encoder}", culprit="sentence-encoder", stdin=b"hello\n"),
+    case("translate-invalid-utf8-stdin", T, "--model", "{ckpt}", culprit="stdin line 2", stdin=b"open the file\n\xff\xfe\n"),
+    case("evaluate-beam-0", E, "--model", "{ckpt}", "--test", "{test}", "--beam", "0", culprit="--beam"),
+    case("evaluate-limit-negative", E, "--model", "{ckpt}", "--test", "{test}", "--limit", "-3", culprit="--limit"),
+    case("align-docs-max-size-0", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv", "--max-size", "0",
+         culprit="--max-size", absent="new_out"),
+    case("align-docs-del-factor-negative", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--del-factor", "-5", culprit="--del-factor", absent="new_out"),
+    case("train-encoder-epochs-0", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--epochs", "0", culprit="--epochs", absent="new_out"),
+    case("train-encoder-layers-negative", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--layers", "-1", culprit="--layers",
+         absent="new_out"),
+    case("clean-parquet-without-src", CLEAN, "--input", "{no_src}", "--output", "{new_out}", "--no-mlflow", culprit="src", absent="new_out"),
+    case("clean-rules-min-above-max", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_ranges}",
+         culprit="min_ratio", absent="new_out"),
+    case("backtranslate-unknown-reverse-preset", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--reverse-preset", "nope", culprit="--reverse-preset", absent="new_out"),
+    case("report-dead-server", REPORT, "--store", "http://127.0.0.1:9", "--output", "{new_out}", culprit="127.0.0.1:9", absent="new_out"),
+    case("clean-output-is-a-file", CLEAN, "--input", "{tsv}", "--output", "{a_file}", culprit="a_file"),
+    case("clean-num-cpus-negative", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--num-cpus", "-1", culprit="--num-cpus",
+         absent="new_out"),
+    case("backtranslate-output-is-a-file", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{a_file}", culprit="a_file"),
+    # --- more of the same kinds
+    case("translate-missing-dir", T, "--model", "{nothing}", culprit="nothing"),
+    case("translate-missing-spm", T, "--model", "{ckpt_no_spm}", culprit="spm.model"),
+    case("translate-config-not-json", T, "--model", "{ckpt_bad_json}", culprit="config.json"),
+    case("translate-another-architecture", T, "--model", "{ckpt_rnn_config}", culprit="another architecture", stdin=b"hi\n"),
+    case("translate-top-p-zero", T, "--model", "{ckpt}", "--top-p", "0", culprit="--top-p"),
+    case("evaluate-reverse-model", E, "--model", "{ckpt_reverse}", "--test", "{test}", "--direction", "en-vi", culprit="reverse model"),
+    case("evaluate-missing-test", E, "--model", "{ckpt}", "--test", "{nothing}.parquet", culprit="nothing"),
+    case("evaluate-truncated-weights", E, "--model", "{ckpt_truncated}", "--test", "{test}", culprit="model.pt"),
+    case("align-docs-missing-src", DOCS, "--src", "{nothing}.txt", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         culprit="nothing", absent="new_out"),
+    case("train-encoder-missing-corpus", ENC, "--corpus", "{nothing}.tsv", "--output", "{new_out}", culprit="nothing", absent="new_out"),
+    case("clean-missing-input", CLEAN, "--input", "{nothing}.tsv", "--output", "{new_out}", culprit="nothing", absent="new_out"),
+    case("clean-unknown-rule", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_unknown}", culprit="NoSuchRule",
+         absent="new_out"),
+    case("clean-rules-not-yaml", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_not_yaml}", culprit="YAML",
+         absent="new_out"),
+    case("clean-rules-negative-count", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_negative}",
+         culprit="min_chars", absent="new_out"),
+    case("clean-tsv-invalid-utf8", CLEAN, "--input", "{bad_utf8}", "--output", "{new_out}", "--no-mlflow", culprit="bad.tsv"),
+    case("align-filter-k-0", ALIGN, "--input", "{tsv}", "--output", "{new_out}", "--k", "0", culprit="--k", absent="new_out"),
+    case("align-filter-threshold-text", ALIGN, "--input", "{tsv}", "--output", "{new_out}", "--threshold", "high", culprit="threshold",
+         absent="new_out"),
+    case("align-filter-output-is-a-file", ALIGN, "--input", "{tsv}", "--output", "{a_file}", culprit="a_file"),
+    case("backtranslate-missing-mono", BT, "--corpus", "{tsv}", "--mono", "{nothing}.vi", "--output", "{new_out}", culprit="--mono",
+         absent="new_out"),
+    case("backtranslate-ratio-0", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}", "--ratio", "0", culprit="--ratio",
+         absent="new_out"),
+    case("backtranslate-missing-corpus", BT, "--corpus", "{nothing}.tsv", "--mono", "{mono}", "--output", "{new_out}", culprit="--corpus",
+         absent="new_out"),
+    case("train-heads-do-not-divide", TRAIN, "model.heads=3", culprit="`heads`"),
+    case("train-unknown-key", TRAIN, "model.colour=1", culprit="colour"),
+    case("train-negative-max-steps", TRAIN, "train.max_steps=-1", culprit="max_steps"),
+    case("train-missing-config", TRAIN, "--config", "{nothing}.yaml", culprit="nothing"),
+    case("tune-unknown-key", TUNE, "train.colour=1", culprit="colour"),
+    case("report-unknown-experiment", REPORT, "--store", "{store}", "--experiment", "nope", "--output", "{new_out}", culprit="nope",
+         absent="new_out"),
+    case("ui-store-is-a-server", UI, "--store", "http://127.0.0.1:9", "--port", "1", culprit="127.0.0.1:9"),
+]
+if not IS_ROOT:
+    CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))
+
+
+# --------------------------------------------------------------------------- the kit of bad inputs
+
+
+def _kit(root: Path) -> dict[str, str]:
+    import torch
+
+    from mtcore.config import ModelConfig
+    from mtcore.data.corpus import write_parquet
+    from mtcore.embedding.encoder import DualEncoder, EncoderConfig, save_encoder
+    from mtcore.nmt.checkpoint import CONFIG, SPM, WEIGHTS, save_checkpoint
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import train_tokenizer
+    from mtcore.nmt.training import toy_pairs
+
+    torch.set_num_threads(1)
+    pairs = toy_pairs(60, seed=3)
+    k = {"root": root, "nothing": root / "nothing", "new_out": root / "new_out", "store": f"sqlite:///{root / 'mlflow.db'}"}
+    tok = train_tokenizer([s for p in pairs for s in p], root / "spm.model", vocab_size=400)
+
+    def ckpt(name, **kw):
+        cfg = ModelConfig.preset("tiny", vocab_size=tok.vocab_size, **kw)
+        return save_checkpoint(root / name, build_model(cfg), tok, step=1)
+
+    k["ckpt"], k["ckpt_reverse"] = ckpt("ckpt"), ckpt("ckpt_reverse", src_lang="vi", tgt_lang="en")
+    for name in ("ckpt_truncated", "ckpt_random", "ckpt_no_spm", "ckpt_bad_json", "ckpt_rnn_config"):
+        k[name] = shutil.copytree(k["ckpt"], root / name)
+    weights = (k["ckpt_truncated"] / WEIGHTS).read_bytes()
+    (k["ckpt_truncated"] / WEIGHTS).write_bytes(weights[: len(weights) // 2])
+    meta = json.loads((k["ckpt_random"] / CONFIG).read_text())
+    del meta["files"]  # as a checkpoint written before the manifest: torch itself meets the bytes
+    (k["ckpt_random"] / CONFIG).write_text(json.dumps(meta))
+    (k["ckpt_random"] / WEIGHTS).write_bytes(os.urandom(4096))
+    (k["ckpt_no_spm"] / SPM).unlink()
+    (k["ckpt_bad_json"] / CONFIG).write_text("{not json")
+    meta = json.loads((k["ckpt_rnn_config"] / CONFIG).read_text())
+    meta["model"]["arch"] = "rnn"
+    (k["ckpt_rnn_config"] / CONFIG).write_text(json.dumps(meta))
+    k["encoder"] = save_encoder(DualEncoder(EncoderConfig(vocab_size=tok.vocab_size, d_model=32, dim=32)), tok.model_bytes(),
+                                root / "encoder")
+
+    k["tsv"] = root / "good.tsv"
+    k["tsv"].write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    k["test"] = write_parquet(pa.table({"src": [s for s, _ in pairs[:8]], "tgt": [t for _, t in pairs[:8]],
+                                        "origin": ["toy"] * 8, "id": [f"t{i}" for i in range(8)]}), root / "test.parquet")
+    k["no_src"] = root / "no_src.parquet"
+    pq.write_table(pa.table({"english": ["a"], "tgt": ["b"]}), k["no_src"])
+    k["bad_utf8"] = root / "bad.tsv"
+    k["bad_utf8"].write_bytes(b"Open\tM\xe1\xbb\x9f\nSave\t\xff\xfe\n")
+    k["mono"] = root / "mono.vi"
+    k["mono"].write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    k["doc_en"], k["doc_vi"] = root / "doc.en.txt", root / "doc.vi.txt"
+    k["doc_en"].write_text("\n".join(s for s, _ in pairs[:10]) + "\n", encoding="utf-8")
+    k["doc_vi"].write_text("\n".join(t for _, t in pairs[:10]) + "\n", encoding="utf-8")
+    rules = {"rules_ranges": "- LengthRatio: {min_ratio: -3, max_ratio: 0.1}\n", "rules_unknown": "- NoSuchRule: {}\n",
+             "rules_not_yaml": "- LengthRatio: {min_ratio: [\n", "rules_negative": "- TooShort: {min_chars: -1}\n"}
+    for name, text in rules.items():
+        k[name] = root / f"{name}.yaml"
+        k[name].write_text(text)
+    k["a_file"] = root / "a_file"
+    k["a_file"].write_text("not a directory\n")
+    k["read_only"] = root / "read_only"
+    k["read_only"].mkdir(mode=0o555)
+    return {name: str(v) for name, v in k.items()}
+
+
+def _run(c: Case, kit: dict[str, str], home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "MTCORE_HOME": str(home),
+           "MLFLOW_TRACKING_URI": kit["store"], "OMP_NUM_THREADS": "1", "RAY_ADDRESS": ""}
+    argv = [a.format(**kit) for a in c.argv]
+    if not argv[0].startswith("-"):
+        argv[0] = str(ROOT / argv[0])
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *argv], input=c.stdin, capture_output=True, cwd=home, env=env, timeout=300)
+    proc.seconds = time.perf_counter() - t0
+    return proc
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every row run once, three at a time (each is mostly Python's imports): {id: (process, kit)}."""
+    kit = _kit(tmp_path_factory.mktemp("kit"))
+    home = tmp_path_factory.mktemp("home")
+    with ThreadPoolExecutor(3) as pool:
+        procs = dict(zip([c.id for c in CATALOGUE], pool.map(lambda c: _run(c, kit, home), CATALOGUE)))
+    if os.environ.get("MTCORE_CATALOGUE_TIMES"):  # the table behind benchmarks/RESULTS.md
+        for id_, p in sorted(procs.items(), key=lambda kv: -kv[1].seconds):
+            print(f"{id_:40s} rc={p.returncode} {p.seconds:6.1f} s", file=sys.stderr)
+    return procs, kit
+
+
+def _running_runs(store: str) -> list[str]:
+    db = Path(store.removeprefix("sqlite:///"))
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as con:
+        return [r[0] for r in con.execute("select name from runs where status = 'RUNNING'")]
+
+
+@pytest.mark.parametrize("c", CATALOGUE, ids=[c.id for c in CATALOGUE])
+def test_bad_input_gets_one_clear_line(c: Case, outcomes):
+    procs, kit = outcomes
+    proc = procs[c.id]
+    err = proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2, err
+    assert len(lines) == 1, err
+    assert c.culprit in lines[0], lines[0]
+    if c.absent:
+        assert not Path(kit[c.absent]).exists(), f"{c.id} left {kit[c.absent]} behind"
+
+
+def test_no_mlflow_run_left_running(outcomes):
+    procs, kit = outcomes
+    assert _running_runs(kit["store"]) == []
+
+
+def test_a_real_bug_keeps_its_traceback():
+    """The boundary only turns user errors into one line; anything else is a bug and must show where."""
+    code = ("from mtcore.errors import entry_point\n"
+            "@entry_point\ndef main(argv=None):\n    return {}['missing']\n"
+            "raise SystemExit(main())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "KeyError" in proc.stderr
