@@ -98,12 +98,12 @@ def test_auto_preset_follows_budget_and_hardware():
     cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11"])
     assert (cpu.run.model.d_model, cpu.run.model.layers) == (128, 2) and "mini" in cpu.preset_note
     long_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"])
-    assert long_cpu.run.model.d_model == 256 and "small" in long_cpu.preset_note
+    assert long_cpu.run.model.d_model == 128 and "mini" in long_cpu.preset_note  # the longest budget measured won
     gpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"], gpus=2)
     assert (gpu.run.model.d_model, gpu.run.model.layers, gpu.run.train.warmup) == (512, 6, 4000)
     explicit = TrainingJob.load(None, ["model.preset=auto", "model.heads=2", "train.lr_scale=3"])
     assert (explicit.run.model.heads, explicit.run.train.lr_scale) == (2, 3.0)  # the user's keys win
-    assert auto_settings(0, 0)[0]["d_model"] == 256  # no budget on CPU: the largest CPU preset of the rule
+    assert auto_settings(0, 0)[0]["d_model"] == 128  # no budget on CPU: the last row of the rule
 
 
 def test_plan_with_declared_gpus_uses_nccl_and_bf16():
