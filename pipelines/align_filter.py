@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="for --threshold auto: near_miss (target false-reject rate against near misses made from the corpus) or random (the old rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected, near_miss calibration (default: %(default)s)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
-    ap.add_argument("--overwrite", action="store_true", help="re-run even if the outputs exist")
+    ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args(argv)
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
     if result.skipped:
-        print(f"skipping: outputs exist in {result.output} (use --overwrite to re-run)")
+        print(f"reusing {result.output}: made with the same settings, encoder, code and input contents (--overwrite re-runs it)")
     print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
     cal = r.get("calibration", {})
     print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')})")

@@ -124,7 +124,7 @@ def test_align_filter_cli(encoder_dir, tmp_path, capsys):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
     assert _run_script("pipelines/align_filter.py", argv) == 0
-    assert "skipping: outputs exist" in capsys.readouterr().out
+    assert "reusing " in capsys.readouterr().out
     bad = ["align_filter.py", "--input", str(tmp_path / "missing.tsv"), "--output", str(tmp_path / "o2"), "--encoder", encoder_dir]
     assert _run_script("pipelines/align_filter.py", bad) == 2
     assert "missing.tsv" in capsys.readouterr().err
@@ -152,3 +152,23 @@ def _run_script(path: str, argv: list[str]) -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main(argv[1:])
+
+
+def test_filter_stage_reuses_or_refuses(encoder_dir, tmp_path):
+    """Same settings, corpus and encoder: reused. Another threshold or an edited corpus: refused."""
+    from mtcore.runs import StageError
+
+    table, _ = corpus_with_misalignments()
+    corpus = write_parquet(table, tmp_path / "corpus.parquet")
+    out = tmp_path / "align"
+    cfg = FilterConfig(encoder=encoder_dir, score="cosine")
+    first = filter_corpus(corpus, out, cfg, use_ray=False, track=False)
+    assert not first.skipped
+    assert filter_corpus(corpus, out, cfg, use_ray=False, track=False).skipped
+    with pytest.raises(StageError, match="setting `threshold`"):
+        filter_corpus(corpus, out, FilterConfig(encoder=encoder_dir, score="cosine", threshold=0.5), use_ray=False, track=False)
+    write_parquet(table.slice(0, 100), corpus)
+    with pytest.raises(StageError, match="input `corpus` .*its contents changed"):
+        filter_corpus(corpus, out, cfg, use_ray=False, track=False)
+    assert json.loads((out / "report.json").read_text())["input"] == len(table)  # the old output stands whole
+    assert filter_corpus(corpus, out, cfg, use_ray=False, track=False, overwrite=True).report["input"] == 100

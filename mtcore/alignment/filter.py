@@ -455,33 +455,47 @@ def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):
 def filter_corpus(
     input_path: str | Path, output: str | Path, cfg: FilterConfig | None = None, *, overwrite: bool = False, use_ray: bool = True, track: bool = True
 ) -> FilterResult:
-    """The align-filter stage: read, score, decide, write `kept/`, `rejects/`, `report.json`, histogram, MLflow."""
-    from mtcore.data.corpus import read_corpus, write_parquet
+    """The align-filter stage: read, score, decide, write `kept/`, `rejects/`, `report.json`, histogram, MLflow.
+
+    OUTPUT is a `runs.Stage` of the settings, the corpus and the encoder's contents: reused when they
+    are the same, refused (unless `overwrite`) when they are not, written whole or not at all."""
+    from mtcore.data.corpus import CorpusError, is_parallel_prefix, read_corpus, write_parquet
     from mtcore.data.ledger import StageReport, write_report
+    from mtcore.embedding import resolve_encoder
+    from mtcore.runs import Stage
 
     cfg = cfg or FilterConfig()
     output = checks.output_dir(output)
-    if outputs_exist(output) and not overwrite:
+    if not Path(input_path).exists() and not is_parallel_prefix(Path(input_path)):
+        raise CorpusError(f"{input_path}: file not found")  # before the encoder, which may have to be trained
+    encoder = resolve_encoder(str(cfg.encoder))  # the built-in encoder is trained here on first use
+    inputs = {"corpus": Path(input_path).absolute()}
+    if Path(encoder).is_dir():
+        inputs["encoder"] = Path(encoder).absolute()
+    stage = Stage(output.absolute(), STAGE, settings=_jsonable(asdict(cfg)), inputs=inputs,
+                  code=("mtcore.alignment", "mtcore.embedding"))
+    if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)
     kept, rejects, threshold, scores, timing = filter_table(table, cfg, use_ray=use_ray)
 
-    for sub in ("kept", "rejects"):
-        for old in (output / sub).glob("*.parquet") if (output / sub).is_dir() else []:
-            old.unlink()
-    write_parquet(kept, output / "kept" / "part-00000.parquet")
-    write_parquet(rejects, output / "rejects" / "part-00000.parquet")
-    write_parquet(
-        pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin, "kept": pa.array(scores.real(cfg.score) >= threshold)}),
-        output / "scores.parquet",
-    )
-    real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
-    calibration = calibrate(scores, cfg)
-    report = StageReport.from_tables(
-        STAGE, len(table), kept, rejects, score=cfg.score, threshold=threshold, encoder=cfg.encoder, calibration=calibration, timing=timing
-    )
-    write_report(output / "report.json", report, input=str(input_path), config=_jsonable(asdict(cfg)))
-    plot_histogram(real, mis, threshold, cfg.score, output / "histogram.png", scores.near_miss(cfg.score))
+    with stage.writing() as work:
+        write_parquet(kept, work / "kept" / "part-00000.parquet")
+        write_parquet(rejects, work / "rejects" / "part-00000.parquet")
+        write_parquet(
+            pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin,
+                      "kept": pa.array(scores.real(cfg.score) >= threshold)}),
+            work / "scores.parquet",
+        )
+        real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
+        calibration = calibrate(scores, cfg)
+        report = StageReport.from_tables(
+            STAGE, len(table), kept, rejects, score=cfg.score, threshold=threshold, encoder=cfg.encoder,
+            calibration=calibration, timing=timing,
+        )
+        write_report(work / "report.json", report, input=str(input_path), config=_jsonable(asdict(cfg)))
+        plot_histogram(real, mis, threshold, cfg.score, work / "histogram.png", scores.near_miss(cfg.score))
+        stage.finish({"input": report.input, "kept": report.kept, "threshold": threshold})
     run_id = _track(cfg, report, output, input_path) if track else None
     body = json.loads((output / "report.json").read_text())
     if run_id:
