@@ -18,8 +18,8 @@ from mtcore.backtranslation.pipeline import run_backtranslation
 from mtcore.backtranslation import BTConfig
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     d = EffectConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--share", type=float, default=d.parallel_share, help="share of real pairs kept parallel (default: %(default)s)")
@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev", default=d.dev_data)
     ap.add_argument("--test", default=d.test_data)
     ap.add_argument("--output", default=d.output)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     try:
         cfg = EffectConfig(parallel_share=args.share, minutes=args.minutes, steps=args.steps, warmup=args.warmup, reverse_minutes=args.reverse_minutes,

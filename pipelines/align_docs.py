@@ -20,8 +20,8 @@ from mtcore.embedding import load_encoder
 from mtcore.data.paths import DATA_DIR, RUNS_DIR
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     d = DocAlignConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=str(DATA_DIR / "docs" / "maint-guide.en.txt"))
@@ -31,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cfg = DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor)  # options checked before any work
     src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
     encoder = load_encoder(args.encoder)

@@ -31,8 +31,8 @@ def _default_input() -> str:
     return str(cleaned if cleaned.is_dir() else RAW_PARALLEL)
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     d = FilterConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=_default_input(), help="corpus: a stage's kept/ dir, Parquet, TSV, .po/.mo, PREFIX (default: %(default)s)")
@@ -47,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
                        calibration=args.calibration, max_false_reject=args.max_false_reject)
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)

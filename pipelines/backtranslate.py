@@ -21,8 +21,8 @@ from mtcore.backtranslation.pipeline import stage_table
 DEFAULTS = BTConfig()
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=DEFAULTS.corpus, help="raw parallel corpus (default: %(default)s)")
     ap.add_argument("--mono", default=DEFAULTS.mono, help="monolingual Vietnamese: Parquet `text` column or one sentence a line (default: %(default)s)")
@@ -39,7 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cfg = BTConfig(
         corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,

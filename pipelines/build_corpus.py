@@ -16,7 +16,8 @@ from mtcore.errors import entry_point
 from mtcore.data.corpus_build import BuildConfig, build, summary_rows
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     defaults = BuildConfig()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--packages", type=Path, default=defaults.packages_file, help="package list, one a line")
@@ -24,7 +25,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:
     parser.add_argument("--cache", type=Path, default=defaults.cache, help="where .deb files are kept")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed for choosing held-out catalogs")
     parser.add_argument("--quiet", action="store_true", help="no per-package lines")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:
+    args = build_parser().parse_args(argv)
     config = BuildConfig(packages_file=args.packages, output=args.output, cache=args.cache, seed=args.seed)
     return config, args.quiet
 

@@ -22,12 +22,17 @@ from mtcore.data.paths import DEV, NEAR_MISS_DEV, TEST
 from mtcore.embedding.train import quick_clean
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output", default=str(NEAR_MISS_DEV))
     ap.add_argument("--share", type=float, default=0.17, help="share of misaligned rows (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cols = ["src", "tgt", "origin", "id"]
     table = quick_clean(pa.concat_tables([read_corpus(p).select(cols) for p in (TEST, DEV)]))
     dev = build_near_miss_dev(table, args.share, args.seed)

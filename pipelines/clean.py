@@ -20,8 +20,8 @@ from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=str(RAW_PARALLEL), help="corpus: Parquet file/dir, TSV, .po/.mo, or PREFIX of PREFIX.en/.vi (default: %(default)s)")
     ap.add_argument("--output", default=str(RUNS_DIR / "clean"), help="output directory (default: %(default)s)")
@@ -29,7 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--num-cpus", type=int, default=None, help="local Ray CPUs (default: all; ignored with RAY_ADDRESS)")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log the report and its plots to MLflow (experiment `clean`)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cfg = load_config(args.config)  # every config error surfaces before any work
     result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
                            track=not args.no_mlflow)

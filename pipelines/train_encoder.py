@@ -18,8 +18,8 @@ from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (the tests parse every documented command with it)."""
     d = EncoderTrainConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(RAW_PARALLEL), help="parallel corpus, any format the readers take (default: %(default)s)")
@@ -30,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab-size", type=int, default=d.model.vocab_size)
     ap.add_argument("--num-workers", type=int, default=d.num_workers, help="Ray Train workers")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers)
     cfg.model.layers, cfg.model.vocab_size = args.layers, args.vocab_size
     result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)

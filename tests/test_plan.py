@@ -66,6 +66,20 @@ def test_every_documented_tune_command_parses(argv):
     module.load_job(args, overrides)
 
 
+PIPELINES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pipelines").glob("*.py")) + ["experiments/bt_effect.py"]
+PIPELINE_COMMANDS = [(entry, argv) for entry in PIPELINES for argv in documented_commands(entry)]
+
+
+def test_every_entry_point_has_documented_commands():
+    assert {entry for entry, _ in PIPELINE_COMMANDS} == set(PIPELINES)
+
+
+@pytest.mark.parametrize("entry, argv", PIPELINE_COMMANDS, ids=[f"{e} {' '.join(a)}" for e, a in PIPELINE_COMMANDS])
+def test_every_documented_pipeline_command_parses(entry, argv):
+    """Each flag the README or the script's docstring shows is one its parser takes, with a value of its type."""
+    script(entry).build_parser().parse_args(argv)
+
+
 @pytest.mark.parametrize("raw, key, expected", [
     ("job.use_gpu=yes", "use_gpu", "yes"), ("job.use_gpu=no", "use_gpu", "no"), ("job.use_gpu=auto", "use_gpu", "auto"),
     ("job.workers=3", "workers", 3), ("job.log_model=no", "log_model", False), ("job.log_model=1", "log_model", True),
