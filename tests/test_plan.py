@@ -111,6 +111,8 @@ def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
 def test_auto_preset_follows_budget_and_hardware():
     cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11"])
     assert (cpu.run.model.d_model, cpu.run.model.layers) == (128, 2) and "mini" in cpu.preset_note
+    short_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=5"])
+    assert short_cpu.run.model.d_model == 64 and "tiny" in short_cpu.preset_note
     long_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"])
     assert long_cpu.run.model.d_model == 128 and "mini" in long_cpu.preset_note  # the longest budget measured won
     gpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"], gpus=2)

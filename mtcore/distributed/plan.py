@@ -23,7 +23,7 @@ class PlanError(MtcoreError, ValueError):
 # 1,500), measured by benchmarks/budget_curve.py on the 2-core development machine (benchmarks/RESULTS.md;
 # one process with 2 threads, CPU-time clock). Used only to print the expected steps of a CPU run with
 # that batch; elsewhere the plan says "not measured".
-CPU_STEPS_PER_MIN = {"mini": 110.6, "small": 47.4}
+CPU_STEPS_PER_MIN = {"tiny": 182.9, "mini": 110.6, "small": 47.4}
 _CPU_BATCH = 3000  # tokens per step in those measurements
 
 
