@@ -205,6 +205,7 @@ def test_mlflow_run_reference(ckpt, tmp_path, mlflow_uri):
     from mtcore.tracking.fetch import download_checkpoint
 
     mlflow.set_tracking_uri(mlflow_uri)
+    mlflow.set_experiment("export")  # not the experiment id an earlier test left active in another store
     with mlflow.start_run() as run:
         mlflow.log_artifacts(str(ckpt.path), artifact_path="best_checkpoint")
     local = download_checkpoint(f"runs:/{run.info.run_id}")
