@@ -109,3 +109,19 @@ def test_clean_reuses_or_refuses(ray_local, tmp_path):
         clean_dataset(other, out)
     assert json.loads((out / "report.json").read_text())["input"] == 3  # the old report stands, whole
     assert clean_dataset(tsv, out, overwrite=True).report["input"] == 1
+
+
+def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_path, monkeypatch):
+    """Not runs/clean (another corpus may sit there); made again, not refused, when its input changes."""
+    from mtcore.distributed import ray_training
+    from mtcore.distributed.jobs import TrainingJob
+
+    raw = tmp_path / "raw.tsv"
+    raw.write_text("Open the file\tMở tập tin\nSave the file\tLưu tập tin\n", encoding="utf-8")
+    monkeypatch.setattr(ray_training, "RAW_PARALLEL", raw)
+    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    first = ray_training.resolve_train_data(TrainingJob())
+    assert first == str(tmp_path / "runs" / "clean-embedded" / "kept")
+    raw.write_text("Close the window\tĐóng cửa sổ\n", encoding="utf-8")  # a new release of the embedded data
+    assert ray_training.resolve_train_data(TrainingJob()) == first
+    assert json.loads((tmp_path / "runs" / "clean-embedded" / "report.json").read_text())["input"] == 1

@@ -68,8 +68,15 @@ def resolve_train_data(job: TrainingJob) -> str:
         return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset
 
+    from mtcore.runs import StageError
+
     # Its own stage, not `runs/clean`, which `pipelines/clean.py` may have filled with another corpus.
-    result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded")
+    # mtcore owns it: made with other rules or code (an upgrade), it is made again, not refused.
+    try:
+        result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded")
+    except StageError as err:
+        log.warning("cleaning the embedded corpus again: %s", err)
+        result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded", overwrite=True)
     if result.skipped:
         log.info("reusing the cleaned embedded corpus in %s", result.output)
     return str(result.output / "kept")
