@@ -22,7 +22,6 @@ import hashlib
 import json
 import logging
 import os
-import pickle
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from typing import Any
 
 import torch
 
+from mtcore.nmt.averaging import mean_state
 from mtcore.errors import MtcoreError
 from mtcore import __version__
 from mtcore.config import ModelConfig, TrainConfig
@@ -131,7 +131,7 @@ def torch_load(path: Path) -> Any:
     """`torch.load(weights_only=True)`; a truncated or foreign file is a CheckpointError naming it."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, ValueError, AttributeError) as err:
+    except Exception as err:  # noqa: BLE001 - random bytes reach torch's unpickler as any exception (IndexError, KeyError, ...)
         first = " ".join(str(err).split())[:100]
         raise CheckpointError(f"{path}: damaged or not a PyTorch file mtcore wrote ({first}); "
                               "use an earlier checkpoint or train again") from None
@@ -271,13 +271,8 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
             raise CheckpointError(f"{d}: model config differs from {directories[0]} in {diff}")
         if m["tokenizer"]["sha256"] != metas[0]["tokenizer"]["sha256"]:
             raise CheckpointError(f"{d}: SentencePiece model differs from {directories[0]}")
-    total: dict[str, torch.Tensor] = {}
-    for d in directories:
-        state = torch_load(Path(d) / WEIGHTS)
-        for k, v in state.items():
-            total[k] = total[k] + v.double() if k in total else v.double()
     last = load_checkpoint(directories[-1])
-    avg = {k: (v / len(directories)).to(last.model.state_dict()[k].dtype) for k, v in total.items()}
+    avg = mean_state(torch_load(Path(d) / WEIGHTS) for d in directories)
     load_weights(last.model, avg, "average")
     if out_dir is not None:
         metrics = {"averaged_from": [str(d) for d in directories]}
