@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.backtranslation.experiment import EffectConfig, run_effect
 from mtcore.backtranslation.pipeline import run_backtranslation
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dev", default=d.dev_data)
     ap.add_argument("--test", default=d.test_data)
     ap.add_argument("--output", default=d.output)
+    add_verbosity(ap)
     return ap
 
 

@@ -29,6 +29,14 @@ def one_of(name: str, value: str, choices: Iterable[str]) -> None:
         raise UsageError(f"{name}: unknown value {value!r}; choose from {choices}")
 
 
+def input_file(name: str, path: str | Path) -> Path:
+    """A file that exists and is a file (not a directory)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{name}: {path} {'is a directory' if path.is_dir() else 'not found'}; pass a text file")
+    return path
+
+
 def output_dir(path: str | Path, name: str = "--output") -> Path:
     """An output directory that exists or can be made, is a directory and can be written to.
 

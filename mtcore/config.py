@@ -133,8 +133,10 @@ AUTO = "auto"  # a preset chosen from the time budget and the hardware: `auto_se
 AUTO_CPU_RULE: tuple[tuple[float, str], ...] = ((10.0, "tiny"), (float("inf"), "mini"))
 # What the measured CPU runs used with every preset: small per-worker batches, a short warm-up and
 # pre-norm (steady at the higher learning rate a run of a few hundred steps needs).
+# Checkpoint averaging: 8 snapshots 25 steps apart won on dev in benchmarks/checkpoint_average.py (11 minutes, mini);
+# the run keeps the mean only if it validates better than the last weights.
 AUTO_CPU_TRAIN: dict[str, Any] = dict(max_tokens=1500, warmup=300, lr_scale=1.0, validate_every=200, dev_limit=400,
-                                      patience=4, max_epochs=50, log_every=25)
+                                      patience=4, max_epochs=50, log_every=25, average_last=8, average_every=25)
 AUTO_GPU_TRAIN: dict[str, Any] = dict(max_tokens=8192, accumulation=2, warmup=4000, validate_every=2000, dev_limit=1000,
                                       beam=4, patience=5, max_epochs=100)
 
@@ -186,12 +188,16 @@ class TrainConfig:
     max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens
     max_len_b: int = 10
     bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
+    # Checkpoint averaging: the mean of the last `average_last` weight snapshots, `average_every` steps apart,
+    # is validated at the end and kept when its dev BLEU beats the last weights (0 or 1 = off)
+    average_last: int = 0
+    average_every: int = 100
 
     def __post_init__(self):
-        for name in ("max_tokens", "accumulation", "warmup", "max_epochs", "log_every", "beam", "max_len"):
+        for name in ("max_tokens", "accumulation", "warmup", "max_epochs", "log_every", "beam", "max_len", "average_every"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
-        for name in ("max_steps", "validate_every", "patience", "dev_limit", "max_len_b"):
+        for name in ("max_steps", "validate_every", "patience", "dev_limit", "max_len_b", "average_last"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
         if not 0.0 <= self.label_smoothing < 1.0:

@@ -81,6 +81,9 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
 
     @functools.wraps(main)
     def wrapped(*args, **kwargs) -> int:
+        from mtcore import console
+
+        console.configure(console.verbosity_from_argv(args[0] if args else kwargs.get("argv")))
         try:
             return main(*args, **kwargs) or 0
         except KeyboardInterrupt:

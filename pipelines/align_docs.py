@@ -14,6 +14,7 @@ import sys
 import time
 from collections import Counter
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
 from mtcore.embedding import load_encoder
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
+    add_verbosity(ap)
     return ap
 
 

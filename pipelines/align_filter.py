@@ -19,6 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from mtcore.data.text_export import FORMATS, export_text
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
 from mtcore.data.ledger import StageReport
@@ -47,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the kept pairs as OUTPUT/kept.tsv "
+                    "(tsv) or OUTPUT/kept.en + OUTPUT/kept.vi (txt) (default: Parquet only)")
+    add_verbosity(ap)
     return ap
 
 
@@ -68,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"speed: {r['timing'].get('pairs_per_second')} pairs/s (encode {r['timing']['encode_seconds']} s)")
     out = Path(result.output)
     print(f"kept → {out / 'kept'}   rejects → {out / 'rejects'}   report → {out / 'report.json'}   histogram → {out / 'histogram.png'}")
+    for path in export_text(out / "kept", args.format, out / "kept"):
+        print(f"kept as text → {path}")
     return 0
 
 

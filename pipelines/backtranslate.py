@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore.data.text_export import FORMATS, export_text
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
 from mtcore.backtranslation.pipeline import stage_table
@@ -39,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
+    ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the augmented set as OUTPUT/augmented.tsv "
+                    "(tsv) or OUTPUT/augmented.en + OUTPUT/augmented.vi (txt) (default: Parquet only)")
+    add_verbosity(ap)
     return ap
 
 
@@ -54,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run_backtranslation(cfg)
     print(stage_table(result))
     print(f"\naugmented training set → {result.augmented}")
+    for path in export_text(result.augmented, args.format, result.output / "augmented"):
+        print(f"augmented set as text → {path}")
     print(f"report → {result.output / 'report.json'}   ({result.elapsed_s / 60:.1f} min; MLflow run {result.mlflow_run_id})")
     print(f"\nnext: python experiments/train_transformer.py --data {result.output}"
           f"\n  or: python experiments/tune_transformer.py --data {result.output}")

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.data.corpus_build import BuildConfig, build, summary_rows
 
@@ -24,14 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, default=defaults.output, help="where data files go")
     parser.add_argument("--cache", type=Path, default=defaults.cache, help="where .deb files are kept")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed for choosing held-out catalogs")
-    parser.add_argument("--quiet", action="store_true", help="no per-package lines")
+    add_verbosity(parser)
     return parser
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[BuildConfig, bool]:
     args = build_parser().parse_args(argv)
     config = BuildConfig(packages_file=args.packages, output=args.output, cache=args.cache, seed=args.seed)
-    return config, args.quiet
+    return config, args.verbosity < 0  # -q: no per-package lines
 
 
 @entry_point

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vocab-size", type=int, default=d.model.vocab_size)
     ap.add_argument("--num-workers", type=int, default=d.num_workers, help="Ray Train workers")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    add_verbosity(ap)
     return ap
 
 

@@ -149,3 +149,25 @@ def test_reverse_model_with_a_foreign_vocabulary_is_refused(tmp_path, bt_inputs)
     with pytest.raises(BTError, match=r"vocabulary does not match the monolingual text \(\d+% of pieces"):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o").__dict__, "reverse_model": str(tmp_path / "ckpt")}))
     assert not (tmp_path / "o" / "01_clean").exists()  # refused before any stage ran
+
+
+def test_synthetic_filter_applies_the_cleaning_rules(tmp_path, bt_inputs):
+    """Degenerate back-translations meet the cleaning stage's own rules (reason-coded, counts reconciled);
+    good synthetic pairs pass on to the cosine filter (here with a threshold that keeps them all)."""
+    from mtcore.backtranslation.pipeline import stage_synthetic_filter
+    from mtcore.backtranslation.stages import StageDir
+
+    good = toy_pairs(12, seed=5)
+    bad = [("Move the format format format format format format format.", "Di chuyển định dạng sang một thư mục khác."),
+           ("", "trống rỗng"), ("con chó nhỏ ở đây", "con chó nhỏ ở đây")]
+    rows = good + bad
+    translated = tmp_path / "translated.parquet"
+    write_parquet(pa.table({"synthetic": [s for s, _ in rows], "text": [t for _, t in rows],
+                            "origin": ["mono"] * len(rows), "id": [f"m{i}" for i in range(len(rows))]}), translated)
+    stage = StageDir(tmp_path, "06_synthetic_filter", {"t": 1})
+    report = stage_synthetic_filter(config(bt_inputs, tmp_path / "bt"), stage, translated, threshold=-1.0)
+    rejects = pq.read_table(stage.path / "rejects.parquet").to_pylist()
+    assert {r["id"]: r["reason"] for r in rejects} == {"m12": "repetition", "m13": "empty", "m14": "untranslated"}
+    kept = pq.read_table(stage.path / "kept.parquet")
+    assert kept["id"].to_pylist() == [f"m{i}" for i in range(12)]
+    assert report["input"] == 15 and report["kept"] == 12 and sum(report["rejected"].values()) == 3

@@ -199,3 +199,15 @@ def test_config_accepts_bare_names_and_ints_for_floats():
     cfg = build_config(["NonEmpty", {"LengthRatio": {"max_ratio": 3}}])
     assert [r.name() for r in cfg.rules] == ["NonEmpty", "LengthRatio"]
     assert cfg.rules[1].max_ratio == 3
+
+
+def test_rule_defaults_are_the_shipped_rules():
+    """A rule built with no arguments is the rule default_rules.yaml configures: one set of defaults, not two."""
+    import yaml
+
+    from mtcore.cleaning.config import DEFAULT_RULES
+    from mtcore.cleaning.rules import REGISTRY
+
+    for entry in yaml.safe_load(DEFAULT_RULES.read_text(encoding="utf-8"))["rules"]:
+        (name, params), = entry.items() if isinstance(entry, dict) else [(entry, {})]
+        assert REGISTRY[name](**(params or {})).params() == REGISTRY[name]().params(), name

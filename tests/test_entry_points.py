@@ -46,6 +46,27 @@ def test_clean_cli_prints_reconciled_summary(ray_local, mlflow_uri, tmp_path, ca
     assert "rejected: duplicate" in out and "rejected: placeholder_mismatch" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["input"] == 3 and report["kept"] == 1
+    # --format txt: the kept pairs as a Moses pair too, for other toolkits (the stage itself is reused)
+    assert script("pipelines/clean.py")(["--input", str(tsv), "--output", str(tmp_path / "out"), "--format", "txt"]) == 0
+    assert "kept as text" in capsys.readouterr().out
+    assert (tmp_path / "out" / "kept.en").read_text(encoding="utf-8") == "Open the file\n"
+    assert (tmp_path / "out" / "kept.vi").read_text(encoding="utf-8") == "Mở tập tin\n"
+
+
+def test_text_export_keeps_lines_aligned(tmp_path):
+    import pyarrow as pa
+
+    from mtcore.data.corpus import write_parquet
+    from mtcore.data.text_export import export_text
+
+    write_parquet(pa.table({"src": ["a\tb", "two\nlines", "plain"], "tgt": ["x", "y", "z\r\nw"],
+                            "origin": ["t"] * 3, "id": ["1", "2", "3"]}), tmp_path / "c.parquet")
+    (tsv,) = export_text(tmp_path / "c.parquet", "tsv", tmp_path / "out")
+    assert tsv.read_text(encoding="utf-8").splitlines() == ["a b\tx", "two lines\ty", "plain\tz w"]
+    src, tgt = export_text(tmp_path / "c.parquet", "txt", tmp_path / "out", ("de", "en"))
+    assert (src.name, tgt.name) == ("out.de", "out.en")
+    assert len(src.read_text(encoding="utf-8").splitlines()) == len(tgt.read_text(encoding="utf-8").splitlines()) == 3
+    assert export_text(tmp_path / "c.parquet", "parquet", tmp_path / "out") == []
 
 
 def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, toy_files):

@@ -3,7 +3,8 @@
 The head and two worker nodes are separate `ray start --block` processes launched through
 scripts/cluster/start_head.sh / start_worker.sh (what cluster.yaml runs), each with its own
 temp dir, one CPU, free ports and token authentication on; start_head.sh also starts the MLflow
-tracking server as its own process on 127.0.0.1. The entry points are run as a user runs them on
+tracking server as its own process on 127.0.0.1, with MLflow's basic-auth app and credentials
+derived from the cluster's Ray token (scripts/cluster/mlflow_auth.sh). The entry points are run as a user runs them on
 a cluster: `python <script>` with RAY_ADDRESS pointing at the head, so `mtcore.distributed.cluster.init_ray`
 connects instead of starting Ray. Which node ran what is read from the processes themselves: a
 Ray worker process is a child of its node's raylet and carries the actor/task name in its title.
@@ -14,6 +15,7 @@ touches it, any other Ray instance on the machine, or `ray stop`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import importlib
 import json
@@ -27,12 +29,15 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 import ray  # noqa: F401 - puts Ray's bundled psutil on sys.path (imported below)
+from cluster_auth import mlflow_credentials
 
 from mtcore.data.corpus import write_parquet
 from mtcore.nmt.training import toy_pairs
@@ -128,6 +133,7 @@ class Cluster:
             RAY_DEDUP_LOGS="0",
         )
         self.env = env
+        self.credentials = mlflow_credentials(env)  # what job.sh and every node's shell export, from the token
 
     def _node_args(self, name: str) -> list[str]:
         return [
@@ -176,7 +182,7 @@ class Cluster:
     def run(self, args: list[str], timeout: float, watch: Watcher | None = None) -> subprocess.CompletedProcess:
         """An entry point as a user runs it against the cluster: RAY_ADDRESS set, no code change."""
         env = {k: v for k, v in self.env.items() if not k.startswith("MTCORE_MLFLOW_")}
-        env |= {"RAY_ADDRESS": self.address, "MLFLOW_TRACKING_URI": self.mlflow_uri}
+        env |= {"RAY_ADDRESS": self.address, "MLFLOW_TRACKING_URI": self.mlflow_uri} | self.credentials
         proc = subprocess.Popen([sys.executable, *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
@@ -232,6 +238,8 @@ def cluster():
         c.start()
         yield c
     finally:
+        for key in c.credentials:
+            os.environ.pop(key, None)
         c.stop()
         if os.environ.get("MTCORE_KEEP_TEST_CLUSTER_LOGS") is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -261,6 +269,7 @@ def train_args(toy, run_name: str, *overrides: str) -> list[str]:
 def mlflow_run(cluster: Cluster, run_id: str):
     import mlflow
 
+    os.environ.update(cluster.credentials)  # MLflow's client reads them at each request; the fixture removes them
     client = mlflow.MlflowClient(tracking_uri=cluster.mlflow_uri)  # over HTTP, from the server process
     return client, client.get_run(run_id)
 
@@ -288,6 +297,64 @@ def test_cluster_is_three_nodes_with_token_auth(cluster):
     assert wrong.returncode != 0 and "auth" in refused.lower(), refused[-2000:]
     with socket.create_connection(("127.0.0.1", cluster.mlflow_port), timeout=5):
         pass
+
+
+def http_status(url: str, auth: tuple[str, str] | None = None) -> int:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_tracking_server_refuses_requests_without_the_password(cluster, tmp_path):
+    """start_head.sh's MLflow server runs MLflow's basic-auth app with credentials derived from the Ray token:
+    requests without them, or with a wrong password, are refused; an mtcore tool without them says so in a line."""
+    api = f"{cluster.mlflow_uri}/api/2.0/mlflow/experiments/search?max_results=5"
+    user, password = cluster.credentials["MLFLOW_TRACKING_USERNAME"], cluster.credentials["MLFLOW_TRACKING_PASSWORD"]
+    assert http_status(api) == 401
+    assert http_status(api, (user, "not-the-password")) == 401
+    assert http_status(api, ("admin", password)) == 401
+    assert http_status(api, (user, password)) == 200
+    assert http_status(f"{cluster.mlflow_uri}/health") == 200  # the liveness probe needs no credentials
+    assert password not in (cluster.mlflow_dir / "basic_auth.ini").read_text()  # the secret is in no file
+
+    env = {k: v for k, v in cluster.env.items() if not k.startswith(("MTCORE_MLFLOW_", "RAY_AUTH"))}
+    env |= {"MLFLOW_TRACKING_URI": cluster.mlflow_uri, "MTCORE_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "mtcore.report", "--output", str(tmp_path / "board")], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr, out.stderr
+    assert cluster.mlflow_uri in out.stderr and "refused a request without credentials (HTTP 401)" in out.stderr
+    assert "MLFLOW_TRACKING_PASSWORD" in out.stderr
+
+
+def test_a_new_ray_token_is_a_new_mlflow_password(tmp_path):
+    """start_mlflow.sh alone, twice, with two tokens: after the restart the old password is refused."""
+    port = free_port()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_", "MTCORE_"))}
+    base_env |= {"PATH": f"{Path(sys.executable).parent}:{base_env.get('PATH', '')}", "MTCORE_MLFLOW_HOST": "127.0.0.1",
+                 "MTCORE_MLFLOW_PORT": str(port), "MTCORE_MLFLOW_DIR": str(tmp_path / "mlflow"), "MTCORE_MLFLOW_WORKERS": "1"}
+    api = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=1"
+    passwords = []
+    try:
+        for token in ("first-token-0123456789", "second-token-0123456789"):
+            env = base_env | {"RAY_AUTH_TOKEN": token}
+            started = subprocess.run(["bash", str(SCRIPTS / "start_mlflow.sh")], env=env, capture_output=True, text=True,
+                                     timeout=180)
+            assert started.returncode == 0, started.stderr[-2000:]
+            creds = mlflow_credentials(env)
+            passwords.append(creds["MLFLOW_TRACKING_PASSWORD"])
+            assert http_status(api, (creds["MLFLOW_TRACKING_USERNAME"], passwords[-1])) == 200
+        assert passwords[0] != passwords[1] and http_status(api, ("mtcore", passwords[0])) == 401
+    finally:
+        pidfile = tmp_path / "mlflow" / "server.pid"
+        if pidfile.is_file():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(pidfile.read_text()), signal.SIGTERM)
 
 
 def test_clean_pipeline_runs_on_the_cluster(cluster, toy):

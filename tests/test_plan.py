@@ -55,6 +55,18 @@ def test_every_documented_train_command_parses(argv):
     job = TrainingJob.load(args.config, overrides)
     if args.gpu:
         assert job.job.use_gpu == "yes"
+    if args.average is not None:
+        assert job.run.train.average_last == args.average
+
+
+def test_auto_on_cpu_averages_checkpoints_and_explicit_keys_win():
+    module = script("experiments/train_transformer.py")
+    args, overrides = module.parse_args([])
+    job = TrainingJob.load(args.config, overrides)  # the default run: preset auto, CPU workers
+    assert (job.run.train.average_last, job.run.train.average_every) == (8, 25)  # benchmarks/checkpoint_average.py
+    args, overrides = module.parse_args(["--average", "3", "train.average_every=10"])
+    job = TrainingJob.load(args.config, overrides)
+    assert (job.run.train.average_last, job.run.train.average_every) == (3, 10)
 
 
 @pytest.mark.parametrize("argv", TUNE_COMMANDS, ids=" ".join)
@@ -103,7 +115,8 @@ def test_bad_overrides_name_the_key(raw, message):
 
 def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
     cfg = tmp_path / "job.yaml"
-    cfg.write_text("job: {use_gpu: yes}\nmodel: {src_lang: no, tgt_lang: en}\n")  # YAML 1.1: both are booleans
+    cfg.write_text("job: {use_gpu: yes, train_data: nb.tsv, dev_data: dev.tsv, test_data: test.tsv}\n"
+                   "model: {src_lang: no, tgt_lang: en}\n")  # YAML 1.1: yes and no are booleans
     job = TrainingJob.load(cfg)
     assert (job.job.use_gpu, job.run.model.src_lang) == ("yes", "no")
 

@@ -10,6 +10,7 @@ import sys
 import mlflow
 import pytest
 
+from mtcore.tracking import data_version
 from mtcore.distributed import ray_training
 from mtcore.distributed.jobs import TrainingJob
 
@@ -52,6 +53,12 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     assert run.data.tags["sacrebleu.bleu_signature"].startswith("nrefs:1")
     assert run.data.tags["mtcore.entry_point"] == "experiments/train_transformer.py"  # experiment "train_transformer"
     assert (run.data.tags["mtcore.arch"], run.data.tags["mtcore.direction"]) == ("transformer", "en-vi")
+    description = run.data.tags["mlflow.note.content"]  # the run's Description paragraph
+    assert "transformer 64d × 2 layers" in description and "en→vi" in description and "at most 16 steps" in description
+    assert f"BLEU {run.data.metrics['test/bleu']:.2f} (nrefs:1" in description and toy_corpus["train"] in description
+    inputs = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}  # the Datasets panel
+    assert set(inputs) == {"training", "test"}
+    assert inputs["training"].digest == data_version(toy_corpus["train"]) and inputs["test"].digest == data_version(toy_corpus["test"])
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"best_checkpoint", "tokenizer", "attention", "plots", "samples", "config.json"} <= artifacts
     heatmaps = [a.path for a in client.list_artifacts(run.info.run_id, "attention")]

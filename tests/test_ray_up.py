@@ -39,6 +39,7 @@ import mlflow
 import pytest
 import ray  # noqa: F401 - puts Ray's bundled psutil on sys.path (imported below)
 import yaml
+from cluster_auth import mlflow_credentials
 
 psutil = importlib.import_module("psutil")  # Ray's bundled copy, importable once ray is imported
 
@@ -285,8 +286,12 @@ def test_ray_up_exec_down_on_loopback(loopback_cluster):
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-6000:]
     report = json.loads((info["home"] / "clean-out" / "report.json").read_text())
     assert report["input"] == 3 and report["kept"] == 1
-    server = mlflow.MlflowClient(f"http://127.0.0.1:{info['mlflow_port']}")
-    logged = server.search_runs([server.get_experiment_by_name("clean").experiment_id])
+    creds = mlflow_credentials({"PATH": os.environ["PATH"], "RAY_AUTH_TOKEN": (info["home"] / ".ray" / "auth_token").read_text()})
+    with pytest.MonkeyPatch.context() as env:  # MLflow's client reads the credentials at each request
+        for key, value in creds.items():
+            env.setenv(key, value)
+        server = mlflow.MlflowClient(f"http://127.0.0.1:{info['mlflow_port']}")
+        logged = server.search_runs([server.get_experiment_by_name("clean").experiment_id])
     assert [r.data.metrics["clean/kept"] for r in logged] == [1.0]  # the job's run, on the head's server
 
     # (That a driver with the wrong token is refused is shown by test_multinode, with the same start_head.sh.)

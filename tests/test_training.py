@@ -121,6 +121,53 @@ def test_stop_rules(tokenizer):
     assert one_epoch.steps == math.ceil(n_batches / 2)
 
 
+@pytest.mark.parametrize("steps, keep, every, lr_scale, kept", [
+    (150, 2, 75, 0.5, True),  # near convergence: the mean of steps 75 and 150 translates the toy set better
+    (200, 5, 10, 2.0, False),  # at a rate too high to converge the mean is worse and the last weights stay
+])
+def test_checkpoint_averaging_keeps_the_mean_only_when_it_validates_better(tokenizer, steps, keep, every, lr_scale, kept):
+    from mtcore.nmt.averaging import mean_state
+
+    seen: dict[int, dict] = {}
+
+    def on_update(ts, _elapsed):
+        seen[ts.step] = {k: v.detach().clone() for k, v in ts.model.state_dict().items()}
+
+    reported = []
+    cfg = quick(max_steps=steps, average_last=keep, average_every=every, lr_scale=lr_scale, validate_every=10**6,
+                dev_limit=64)
+    result = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, on_update=on_update, on_validation=lambda m, ts: reported.append(m))
+    info = result.averaged
+    assert info["steps"] == list(range(steps - (keep - 1) * every, steps + 1, every))  # the final weights among them
+    assert info["last_dev_bleu"] == reported[0]["dev/bleu"]  # the final weights were validated first
+    assert info["kept"] is kept and (info["dev_bleu"] > info["last_dev_bleu"]) is kept
+    expected = mean_state(seen[s] for s in info["steps"]) if kept else seen[steps]
+    for name, value in result.model.state_dict().items():
+        torch.testing.assert_close(value, expected[name], msg=name)
+    if kept:  # reported like a validation, so that the caller checkpoints it
+        assert reported[-1]["averaged"] == keep and reported[-1]["dev/bleu"] == info["dev_bleu"] == result.best_bleu
+    else:
+        assert len(reported) == 1 and result.best_bleu == info["last_dev_bleu"]
+
+
+def test_averaging_off_takes_no_snapshots(tokenizer):
+    assert fit(quick(max_steps=4, average_last=1), TINY, PAIRS, PAIRS, tokenizer).averaged == {}
+
+
+def test_mean_state_is_the_parameter_wise_mean():
+    from mtcore.nmt.averaging import WeightSnapshots, mean_state
+
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}
+    b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(5)}
+    avg = mean_state([a, b])
+    assert avg["w"].tolist() == [2.0, 4.0] and avg["n"].item() == 5  # integer buffers: the last state's
+    snaps = WeightSnapshots(keep=2, every=5)
+    model = torch.nn.Linear(2, 1)
+    for step in range(1, 21):
+        snaps.maybe_take(model, step)
+    assert snaps.steps() == [15, 20]
+
+
 # --------------------------------------------------------------------------- DDP
 
 

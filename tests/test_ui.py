@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import socket
 import subprocess
 import sys
@@ -113,3 +114,15 @@ def test_untagged_experiments_are_marked_as_model_training(tmp_path):
     assert ui.mark_experiments(store) == 2  # "old-runs" and "Default"
     assert client.get_experiment(exp_id).tags[tracking.EXPERIMENT_KIND_TAG] == tracking.EXPERIMENT_KIND
     assert ui.mark_experiments(store) == 0
+
+
+def test_the_newest_runs_experiment_is_the_one_to_open(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(store)
+    assert ui.newest_experiment(store) in (None, ("0", "Default"))  # a new store: nothing to point at
+    older, newer = client.create_experiment("clean"), client.create_experiment("train_transformer")
+    client.create_run(newer)
+    time.sleep(0.01)
+    client.create_run(older)  # started last: its experiment is the one a user just worked in
+    assert ui.newest_experiment(store) == (older, "clean")
+    assert ui.runs_table_url("http://127.0.0.1:5000", older) == f"http://127.0.0.1:5000/#/experiments/{older}"

@@ -125,7 +125,7 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
     """
     import ray
 
-    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray, map_with_actors
 
     init_ray()
     gpus = available_gpus()
@@ -139,7 +139,8 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
     rows = pa.table({"_row": pa.array(np.arange(len(table))), "src": table["src"], "tgt": table["tgt"]})
     step = batch_size  # one block per batch, so that every actor of the pool gets work
     blocks = [rows.slice(i, step) for i in range(0, len(rows), step)] or [rows]
-    ds = ray.data.from_arrow(blocks).map_batches(
+    ds = map_with_actors(
+        ray.data.from_arrow(blocks),
         EncodePairs,
         fn_constructor_kwargs={"spec": spec, "device": device},
         compute=ray.data.ActorPoolStrategy(size=size),

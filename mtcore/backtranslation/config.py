@@ -41,7 +41,6 @@ class BTConfig:
     reverse_preset: str = "mini"  # on 2 CPUs a minutes-long budget buys ~10x more steps of `mini` than of `small`
     reverse_train_limit: int = 0  # first N aligned pairs for the reverse model (0 = all): tests
     reverse_vocab: int = 8000
-    synthetic_max_ratio: float = 3.0  # char-length ratio bound for synthetic pairs
     overwrite: bool = False
 
     def __post_init__(self):
@@ -55,8 +54,8 @@ class BTConfig:
         for name in ("upsample", "beam", "top_k", "reverse_vocab"):
             if getattr(self, name) < 1:
                 raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 1")
-        if self.temperature <= 0 or self.reverse_minutes <= 0 or self.synthetic_max_ratio < 1:
-            raise BTError("temperature and reverse_minutes must be positive, synthetic_max_ratio >= 1")
+        if self.temperature <= 0 or self.reverse_minutes <= 0:
+            raise BTError("temperature and reverse_minutes must be positive")
         if self.align_score not in ("cosine", "margin"):
             raise BTError(f"align_score must be cosine or margin, not {self.align_score!r}")
         if self.reverse_preset not in PRESETS:  # known now, not after cleaning and alignment have run
@@ -64,7 +63,7 @@ class BTConfig:
 
     def stage_settings(self) -> dict[str, dict]:
         """What each stage's output depends on (its own settings plus everything upstream)."""
-        from mtcore.runs import content_hash
+        from mtcore.runs import code_version, content_hash
 
         d = dataclasses.asdict(self)
         # Inputs count by their contents, not their paths: a file cut in place is another input.
@@ -72,12 +71,16 @@ class BTConfig:
             if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"path": str(d[key]), "content": content_hash(d[key])}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
-        clean = pick("corpus", "clean_config")
-        align = clean | pick("align_score", "encoder")
-        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_preset", "reverse_train_limit", "reverse_vocab", "seed")
+        # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
+        code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
+        clean = pick("corpus", "clean_config") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
+        align = clean | pick("align_score", "encoder") | code("align", "mtcore.alignment", "mtcore.embedding")
+        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_preset", "reverse_train_limit", "reverse_vocab",
+                               "seed") | code("reverse", "mtcore.nmt")
         select = align | pick("mono", "ratio", "max_mono", "seed")
-        translate = reverse | select | pick("mode", "beam", "top_k", "temperature")
-        synthetic = translate | pick("synthetic_max_ratio", "tag")
+        translate = reverse | select | pick("mode", "beam", "top_k", "temperature") | code(
+            "translate", "mtcore.backtranslation.translate")
+        synthetic = translate | pick("tag") | code("synthetic", "mtcore.backtranslation.pipeline")  # rules: clean_config's
         assemble = synthetic | pick("upsample")
         return {"clean": clean, "align_filter": align, "reverse_model": reverse, "select_mono": select,
                 "backtranslate": translate, "synthetic_filter": synthetic, "assemble": assemble}

@@ -5,7 +5,7 @@
     reverse_model    aligned pairs        → a vi→en checkpoint (given, or trained on Ray Train)
     select_mono      monolingual text     → at most ratio × real pairs sentences (the rest: `over_ratio`)
     backtranslate    selected sentences   → synthetic English sources (Ray Data actor pool)
-    synthetic_filter synthetic pairs      → length ratio, placeholders, cosine (the align stage's threshold)
+    synthetic_filter synthetic pairs      → the cleaning rules that judge a pair alone, cosine (the align stage's threshold)
     assemble         real (× upsample) + synthetic pairs → OUT/augmented/, with a `synthetic` column
 """
 
@@ -206,25 +206,19 @@ def read_parquet_table(path: Path) -> pa.Table:
 
 
 def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, threshold: float | None) -> dict:
-    """Cheap rules first (empty output, length ratio, placeholders), then the cosine of the built-in encoder."""
-    from mtcore.data import placeholders
+    """The cleaning stage's own row rules (empty, repetition, length ratio, placeholders, language, …; the
+    rules file of --clean-config), then the cosine of the built-in encoder."""
     from mtcore.alignment.filter import FilterConfig, filter_table
+    from mtcore.cleaning import load_config
+    from mtcore.cleaning.pipeline import score_batch
 
     out = stage.begin()
     t = read_parquet_table(translated)
     pairs = pa.table({"src": t["synthetic"], "tgt": t["text"], "origin": t["origin"], "id": t["id"]})
+    scored = score_batch(pairs, load_config(cfg.clean_config).for_pairs_alone())
+    pairs = scored.select(["src", "tgt", "origin", "id"])  # normalised as the cleaning stage normalises
     src, tgt = pairs["src"].to_pylist(), pairs["tgt"].to_pylist()
-    reasons: list[str | None] = []
-    for s, g in zip(src, tgt):
-        ls, lg = len(s.strip()), len(g.strip())
-        if ls == 0:
-            reasons.append("empty_translation")
-        elif max(ls, lg) / max(1, min(ls, lg)) > cfg.synthetic_max_ratio:
-            reasons.append("length_ratio")
-        elif any(placeholders.mismatch(s, g)):
-            reasons.append("placeholder_mismatch")
-        else:
-            reasons.append(None)
+    reasons: list[str | None] = scored["_reason"].to_pylist()
     ok = np.array([r is None for r in reasons])
     bad = np.flatnonzero(~ok)
     rule_rejects = rejects_table([src[i] for i in bad], [tgt[i] for i in bad], pairs["origin"].take(bad).to_pylist(),

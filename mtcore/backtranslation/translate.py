@@ -57,7 +57,7 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
     """Translate `mono` (columns text, origin, id) on Ray Data; rows come back sorted by id."""
     import ray
 
-    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray, map_with_actors
 
     init_ray()
     if not len(mono):
@@ -70,7 +70,8 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
     # each a run of similar lengths, so every actor has work and finishes at about the same time.
     rows_per_block = max(BATCH_SIZE, -(-len(ordered) // (4 * actors)))
     blocks = [ordered.slice(i, rows_per_block) for i in range(0, len(ordered), rows_per_block)]
-    ds = ray.data.from_arrow(blocks).map_batches(
+    ds = map_with_actors(
+        ray.data.from_arrow(blocks),
         BackTranslator,
         fn_constructor_kwargs=dict(checkpoint_dir=checkpoint_dir, mode=cfg.mode, beam=cfg.beam, top_k=cfg.top_k, temperature=cfg.temperature, seed=cfg.seed),
         compute=ray.data.ActorPoolStrategy(size=actors),

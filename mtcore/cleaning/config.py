@@ -17,6 +17,8 @@ A rule may be written as a bare name (`- NonEmpty`) when it takes its defaults.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -42,6 +44,35 @@ class CleaningConfig:
     @property
     def global_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.global_rule]
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """The corpus's (src, tgt) languages, as the language-ID rule expects them (en-vi without that rule)."""
+        rule = next((r for r in self.rules if r.name() == "LanguageID"), None)
+        return tuple(rule.languages) if rule is not None else ("en", "vi")
+
+    def with_languages(self, src: str, tgt: str) -> CleaningConfig:
+        """The same rules for another language pair: the language-ID rule expects `src` and `tgt`
+        (the other rules do not depend on the languages)."""
+        if not re.fullmatch(r"[a-z]{2,3}", src) or not re.fullmatch(r"[a-z]{2,3}", tgt) or src == tgt:
+            raise ConfigError(f"languages {src}-{tgt}: expected two different language codes, e.g. de-en")
+        from mtcore.cleaning.rules import known_languages
+
+        unknown = [lang for lang in (src, tgt) if lang not in known_languages()]
+        if unknown:
+            raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
+        rules = [dataclasses.replace(r, languages=[src, tgt]) if r.name() == "LanguageID" else r for r in self.rules]
+        return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})")
+
+    # Rules about the corpus rather than the pair: a machine-made pair is judged without them.
+    CORPUS_RULES = ("TestOverlap",)
+
+    def for_pairs_alone(self) -> CleaningConfig:
+        """The row rules that judge one pair by itself: what the back-translation stage applies to its
+        synthetic pairs, so that a degenerate output ("format format format format") meets the same rule,
+        with the same settings, as a corpus pair would."""
+        rules = [r for r in self.row_rules if r.name() not in self.CORPUS_RULES]
+        return CleaningConfig(rules, self.normalize, source=f"{self.source} (row rules)")
 
     def to_dict(self) -> dict:
         """The resolved configuration, defaults filled in (for report.json)."""

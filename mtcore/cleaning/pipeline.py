@@ -270,7 +270,7 @@ def clean_dataset(
     parquet = input_path.suffix == ".parquet" or input_path.is_dir()
     if parquet:  # schema checked before Ray starts: a missing `src` costs a second, not a cluster start
         distributed_read = has_contract_columns(input_path)
-    elif not input_path.exists() and not is_parallel_prefix(input_path):
+    elif not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
         raise CorpusError(f"{input_path}: file not found")
     # Absolute paths: Ray's workers do not share the driver's working directory.
     stage = Stage(output.absolute(), "clean", settings=cfg.to_dict(), inputs={"corpus": input_path.absolute()},
@@ -280,7 +280,8 @@ def clean_dataset(
 
     # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them on the driver,
     # so that its errors come before Ray starts; stored contract Parquet is read by Ray Data in parallel.
-    table = None if parquet and distributed_read else load_corpus(input_path).table
+    table = None if parquet and distributed_read else load_corpus(input_path, src_lang=cfg.languages[0],
+                                                                   tgt_lang=cfg.languages[1]).table
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
     if table is None:

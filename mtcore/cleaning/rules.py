@@ -62,8 +62,7 @@ FOREIGN_LETTERS = "äëïöüÿßñçœæåøîûłśźżńćęąčřšžěůť�
 FOREIGN_LETTERS += "".join(c.upper() for c in FOREIGN_LETTERS if c != "ß")
 
 _WORD = r"[\pL\pM]+"
-# Placeholders in RE2 (a vectorised approximation of mtcore.data.placeholders, for removing them before counting words).
-PLACEHOLDER_RE2 = r"%(?:\d+\$|\([A-Za-z_][A-Za-z0-9_]*\))?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn]|\{[^{}\s]*\}|</?[A-Za-z][^<>]*>|&[A-Za-z#][A-Za-z0-9]*;"
+PLACEHOLDER_RE2 = placeholders.PLACEHOLDER_RE2
 _VI_WORD = rf"[\pL\pM]*[{VI_LETTERS}][\pL\pM]*"
 _VI_UNIQUE_WORD = rf"[\pL\pM]*[{VI_UNIQUE_LETTERS}][\pL\pM]*"
 _FOREIGN_WORD = rf"[\pL\pM]*[{FOREIGN_LETTERS}][\pL\pM]*"
@@ -253,8 +252,8 @@ class LengthRatio(Rule):
     characters, 0.58 at 20–30, 0.67 at 30–50 and 0.70–0.76 above.
     """
 
-    min_ratio: float = 0.5
-    min_ratio_long: float = 0.65
+    min_ratio: float = 0.45  # the shipped rules' values (default_rules.yaml); a test keeps the two equal
+    min_ratio_long: float = 0.55
     max_ratio: float = 2.5
     min_length: int = 20
     long_length: int = 30
@@ -354,6 +353,13 @@ class Untranslated(Rule):
 _IDENTIFIERS: dict[tuple, object] = {}
 
 
+def known_languages() -> list[str]:
+    """The 97 language codes py3langid's model knows."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return list(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
+
+
 def language_identifier(languages: tuple[str, ...]):
     """py3langid restricted to `languages`, loaded once per process (its model ships in the package)."""
     if languages not in _IDENTIFIERS:
@@ -382,6 +388,11 @@ class LanguageID(Rule):
     letters are not judged; placeholders are removed before counting.
     Source: rejected when `vi_unique_share` of its words hold Vietnamese-only
     letters, or langid says `vi` (only run when a Vietnamese letter is present).
+
+    Any other pair (`languages: [de, en]`, or `pipelines/clean.py --langs de-en`): py3langid
+    restricted to the two languages must give each side's own language a probability of at
+    least `min_prob`; sides with fewer than `min_letters` letters, after placeholders are
+    removed, and identical copies (the Untranslated rule's call) are not judged.
     """
 
     languages: list = field(default_factory=lambda: ["en", "vi"])
@@ -393,7 +404,17 @@ class LanguageID(Rule):
     reason: ClassVar[str] = "wrong_language"
     score_key: ClassVar[str] = "tgt_vi_share"
 
+    def __post_init__(self):
+        if len(self.languages) != 2 or len(set(self.languages)) != 2:
+            raise ValueError(f"languages {self.languages}: two different language codes, source first")
+
+    @property
+    def english_vietnamese(self) -> bool:
+        return list(self.languages) == ["en", "vi"]
+
     def score(self, batch):
+        if not self.english_vietnamese:
+            return self._score_any_pair(batch)
         src, tgt = col(batch, "src"), col(batch, "tgt")
         n = len(batch)
         # An identical copy is the Untranslated rule's call (names such as "San Salvador" are kept there).
@@ -448,7 +469,26 @@ class LanguageID(Rule):
             "copy": copy.astype(float),
         }
 
+    def _score_any_pair(self, batch):
+        """P(own language) of each side, from py3langid restricted to the pair's two languages."""
+        src_lang, tgt_lang = self.languages
+        ident = language_identifier(tuple(self.languages))
+        src, tgt = col(batch, "src"), col(batch, "tgt")
+        copy = np_(pc.fill_null(pc.equal(norm_key(src), norm_key(tgt)), False)).astype(bool)
+        out = {}
+        for name, side, lang in (("src", src, src_lang), ("tgt", tgt, tgt_lang)):
+            text = pc.replace_substring_regex(side, PLACEHOLDER_RE2, " ")
+            prob = np.full(len(batch), np.nan)
+            idx = np.flatnonzero((count(text, r"\pL") >= self.min_letters) & ~copy)
+            for i, t in zip(idx, at(text, idx)):
+                prob[i] = dict(ident.rank(t)).get(lang, 0.0)
+            out[f"{name}_p_own"] = prob
+        out["tgt_vi_share"] = out["tgt_p_own"]  # the rule's score column: the target's probability here
+        return out
+
     def accept(self, scores):
+        if not self.english_vietnamese:
+            return np.all([np.isnan(scores[k]) | (scores[k] >= self.min_prob) for k in ("src_p_own", "tgt_p_own")], axis=0)
         judged = (scores["tgt_letters"] >= self.min_letters) & (scores["copy"] == 0)
         uniq, foreign = scores["tgt_vi_unique"], scores["tgt_foreign"]
         p = np.nan_to_num(scores["tgt_p_vi"], nan=0.0)
@@ -461,6 +501,13 @@ class LanguageID(Rule):
 
     def details(self, batch, scores, rejected):
         out = []
+        if not self.english_vietnamese:
+            src_lang, tgt_lang = self.languages
+            for i in np.flatnonzero(rejected):
+                sp, tp = scores["src_p_own"][i], scores["tgt_p_own"][i]
+                side = f"src not {src_lang}" if sp < self.min_prob else f"tgt not {tgt_lang}"
+                out.append(f"{side}: P({src_lang}|src)={_fmt(sp)}, P({tgt_lang}|tgt)={_fmt(tp)}")
+            return out
         for i in np.flatnonzero(rejected):
             src_bad = scores["src_vi_unique"][i] >= self.vi_unique_share or np.nan_to_num(scores["src_p_vi"][i]) >= self.min_prob
             side = "src looks Vietnamese" if src_bad else "tgt not Vietnamese"

@@ -1,7 +1,7 @@
 """Readers for gettext catalogs (``.po`` text and ``.mo`` binary).
 
 Free-software translations are the embedded English–Vietnamese corpus (see
-DESIGN.md, "The embedded corpus"), so the readers turn a catalog into
+data/SOURCES.md), so the readers turn a catalog into
 (English msgid, Vietnamese msgstr) pairs, keeping message contexts and plural
 forms and dropping what carries no translation (the header, untranslated and,
 by default, fuzzy entries). Nothing else is cleaned here: format strings,
@@ -374,7 +374,7 @@ def entry_id(origin: str, entry: CatalogEntry) -> str:
 
 
 def entries_table(entries: list[CatalogEntry], origin: str) -> pa.Table:
-    """Entries as a parallel-corpus table (DESIGN.md "Data contract")."""
+    """Entries as a parallel-corpus table (README.md, "Data contract")."""
     return pa.table(
         {
             "src": [e.msgid for e in entries],

@@ -1,6 +1,6 @@
 """Build the embedded corpus in ``data/`` from Debian packages.
 
-DESIGN.md, "The embedded corpus": every Debian package with a Vietnamese
+data/SOURCES.md: every Debian package with a Vietnamese
 gettext catalog holds human translations of English messages. This module
 downloads the packages (``apt-get download``, never installing), unpacks them
 (``dpkg-deb -x``) into a temporary folder, reads their ``vi`` catalogs into

@@ -75,3 +75,17 @@ def available_gpus() -> int:
         return torch.cuda.device_count()
     except ImportError:
         return 0
+
+
+def map_with_actors(ds, fn, **kwargs):
+    """`ds.map_batches(fn, compute=ActorPoolStrategy(...), **kwargs)` with actors that are not restarted.
+
+    Ray Data hands a pool's actors their constructor arguments through the object store, where a restarted
+    actor may not find them (ray-project/ray#53727; Ray warns on every such actor): a lost actor fails the
+    stage instead, and a rerun resumes it. Ray 2.60 has no named parameter for actor restarts, only the
+    `ray_remote_args` it deprecates for 2.64; that deprecation notice is ours to act on then, not the user's."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated.*")
+        return ds.map_batches(fn, max_restarts=0, **kwargs)

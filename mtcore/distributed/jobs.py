@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ class JobConfig:
     train_data: str = ""  # "" = the embedded corpus after the cleaning stage (cleaned on first use)
     dev_data: str = str(DEV)
     test_data: str = str(TEST)
+    # Languages of the corpora's src/tgt columns, "de-en"; "" = en-vi for an en/vi model, else the model's direction.
+    corpus_langs: str = ""
     train_limit: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
     vocab_size: int = 8000  # joint SentencePiece vocabulary, trained once per corpus before workers start
     workers: int = 0  # 0 = every GPU of the cluster, else 2 CPU workers (never more than the CPUs)
@@ -48,6 +51,8 @@ class JobConfig:
                 raise ConfigError(f"`job.{name}` ({getattr(self, name)}) must be >= 0")
         if self.test_beam < 1:
             raise ConfigError(f"`job.test_beam` ({self.test_beam}) must be >= 1")
+        if self.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", self.corpus_langs):
+            raise ConfigError(f"`job.corpus_langs` {self.corpus_langs!r}: expected two language codes, e.g. de-en")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -60,6 +65,25 @@ class TrainingJob:
 
     # Why `preset: auto` chose what it chose (empty for explicit presets); not part of the settings.
     preset_note: str = field(default="", compare=False)
+
+    def check_languages(self) -> "TrainingJob":
+        """The model's languages are the corpus's, and a pair other than en-vi brings its own data."""
+        from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages
+
+        langs = corpus_languages(self.run.model, self.job.corpus_langs)
+        model = {self.run.model.src_lang, self.run.model.tgt_lang}
+        if model != set(langs):
+            raise ConfigError(f"model {self.run.model.direction} and corpus languages {'-'.join(langs)} differ; set "
+                              "model.src_lang/tgt_lang or job.corpus_langs")
+        if set(langs) != set(EMBEDDED_LANGS):  # the embedded corpora are English-Vietnamese
+            embedded = [key for key, value, default in (("job.train_data", self.job.train_data, ""),
+                                                        ("job.dev_data", self.job.dev_data, str(DEV)),
+                                                        ("job.test_data", self.job.test_data, str(TEST)))
+                        if value == default]
+            if embedded:
+                raise ConfigError(f"{', '.join(embedded)}: the embedded corpora are English-Vietnamese; give "
+                                  f"{'-'.join(langs)} data for {self.run.model.direction} (--data, job.dev_data=, job.test_data=)")
+        return self
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "<dict>", gpus: int = 0) -> "TrainingJob":
@@ -95,7 +119,7 @@ class TrainingJob:
             data[section] = {**(data[section] or {}), name: raw.strip() if name == "preset" else
                              parse_value(raw, float, key.strip())}
         rest = [o for o in overrides if o not in early]
-        return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest)
+        return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":
         job_items = [o.split(".", 1)[1] for o in overrides if o.startswith("job.")]

@@ -84,12 +84,12 @@ def resolve_train_data(job: TrainingJob) -> str:
 
 def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, str]]:
     from mtcore.data.corpus import read_corpus
-    from mtcore.nmt.training import oriented_pairs
+    from mtcore.nmt.training import corpus_languages, oriented_pairs
 
     table = read_corpus(path)
     if limit:
         table = table.slice(0, limit)
-    return oriented_pairs(table, job.run.model)
+    return oriented_pairs(table, job.run.model, corpus_languages(job.run.model, job.job.corpus_langs))
 
 
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
@@ -233,7 +233,8 @@ class ProgressLog:
                    f"lr {m['train/lr']:.2e}  {m['train/tokens_per_s']:,.0f} tok/s  {self._clock()}")
 
     def validation(self, m: dict[str, float], best: float) -> None:
-        self.write(f"step {int(m['step']):>6}  dev BLEU {m['dev/bleu']:.2f} (best {best:.2f})  "
+        what = f"average of the last {int(m['averaged'])} snapshots: " if "averaged" in m else ""
+        self.write(f"step {int(m['step']):>6}  {what}dev BLEU {m['dev/bleu']:.2f} (best {best:.2f})  "
                    f"dev loss {m['dev/loss']:.3f}  {self._clock()}")
 
 
@@ -322,10 +323,17 @@ def train_worker(config: dict[str, Any]) -> None:
             shard.parent.mkdir(parents=True, exist_ok=True)
             shard.write_text(json.dumps({"rank": rank, "epoch": 0, "pairs": sorted(i for b in batches for i in b)}))
 
-    fit(
+    result = fit(
         run_cfg.train, run_cfg.model, train_pairs, dev_pairs, tokenizer,
         device=device, on_step=on_step, on_validation=on_validation, on_epoch=on_epoch, state=state,
     )
+    if result.averaged:  # the outcome either way: the average is a checkpoint only when it won
+        avg = result.averaged
+        mlflow_log.log({"average/dev_bleu": avg["dev_bleu"], "average/snapshots": len(avg["steps"]),
+                        "average/kept": float(avg["kept"])}, result.steps)
+        progress.write(f"average of steps {avg['steps'][0]}–{avg['steps'][-1]} ({len(avg['steps'])} snapshots): dev BLEU "
+                       f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f} for the last weights; "
+                       f"{'kept' if avg['kept'] else 'not kept'}")
 
 
 def _maybe_inject_failure(job: TrainingJob, rank: int, step: int, inputs: PreparedInputs) -> None:
@@ -456,7 +464,8 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
     dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
     log_training_artifacts(inputs.mlflow_run_id, inputs.tracking_uri, result=result, hyps=hyps, test_pairs=test_pairs,
                            dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
-                           config=job.to_dict(), log_model=job.job.log_model)
+                           config=job.to_dict(), log_model=job.job.log_model, train_data=inputs.train_data,
+                           test_data=inputs.test_data)
     return result
 
 

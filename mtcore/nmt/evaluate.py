@@ -2,17 +2,21 @@
 
     python -m mtcore.evaluate --model DIR --test data/test.parquet [--beam 5] [--limit N] [--reverse]
 
-The corpus columns are (src, tgt) = (en, vi) by convention. The model's direction comes
-from its config; `--direction vi-en` or `--reverse` translates the other way by swapping
+The corpus columns are (src, tgt) = (en, vi) by convention for an en/vi model, and in the model's
+own direction for any other pair (`--corpus-langs de-en` says otherwise). The model's direction
+comes from its config; `--direction vi-en` or `--reverse` translates the other way by swapping
 the columns (and must match the model's direction).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from pathlib import Path
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore import checks
@@ -20,9 +24,8 @@ from mtcore.nmt.checkpoint import CheckpointError, load_checkpoint
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.nmt.translate import check_decoding_args, decoding_args, decoding_kwargs
-
-CORPUS_LANGS = ("en", "vi")  # column order of the platform's corpora
 
 
 @entry_point
@@ -35,25 +38,30 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--direction", help="SRC-TGT, e.g. vi-en (default: the model's)")
     group.add_argument("--reverse", action="store_true", help="translate tgt -> src (vi -> en)")
     parser.add_argument("--samples", type=int, default=5, help="sample translations to print")
+    parser.add_argument("--corpus-langs", metavar="SRC-TGT", default="",
+                        help="languages of the test corpus's src/tgt columns (default: en-vi for an en/vi model, "
+                             "else the model's direction)")
+    add_verbosity(parser)
     args = parser.parse_args(argv)
     check_decoding_args(args)
     checks.at_least("--limit", args.limit, 0)
     checks.at_least("--samples", args.samples, 0)
 
+    if args.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", args.corpus_langs):
+        parser.error(f"--corpus-langs {args.corpus_langs!r}: expected two language codes, e.g. de-en")
     ckpt = load_checkpoint(args.model, device=args.device)
     model_dir = ckpt.model_cfg.direction
-    direction = args.direction or ("-".join(CORPUS_LANGS[::-1]) if args.reverse else model_dir)
+    corpus = corpus_languages(ckpt.model_cfg, args.corpus_langs)
+    direction = args.direction or ("-".join(corpus[::-1]) if args.reverse else model_dir)
     if direction != model_dir:
-        hint = "a reverse model: pass --reverse" if model_dir == "-".join(CORPUS_LANGS[::-1]) else f"pass --direction {model_dir}"
+        hint = "a reverse model: pass --reverse" if model_dir == "-".join(corpus[::-1]) else f"pass --direction {model_dir}"
         raise CheckpointError(f"{args.model}: the model translates {model_dir}, not {direction} ({hint})")
+    if set(corpus) != set(EMBEDDED_LANGS) and Path(args.test) == paths.TEST:
+        parser.error(f"--test: the embedded test set is en-vi; give a {'-'.join(corpus)} test corpus")
     table = read_corpus(args.test)
     if args.limit:
         table = table.slice(0, args.limit)
-    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
-    if direction == "-".join(CORPUS_LANGS[::-1]):
-        src, tgt = tgt, src
-    elif direction != "-".join(CORPUS_LANGS):
-        parser.error(f"direction {direction} is neither {'-'.join(CORPUS_LANGS)} nor its reverse")
+    src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])
 
     t0 = time.perf_counter()
     hyps = translate(ckpt.model, ckpt.tokenizer, src, **decoding_kwargs(args))

@@ -22,7 +22,10 @@ number per rank), validation is sharded and gathered, and every stop decision
 - `on_validation(metrics, state)` after each validation, on every rank: dev/loss (per-token
   NLL without smoothing, comparable across label-smoothing values), dev/bleu, dev/chrf, step,
   epoch; `state` (TrainState) holds the model, optimizer, scheduler, counters and the
-  sacreBLEU signatures and sample translations of that validation.
+  sacreBLEU signatures and sample translations of that validation. With `train.average_last`
+  the run ends with one more validation, of the mean of its last weight snapshots
+  (mtcore/nmt/averaging.py); it is reported (metrics with `averaged`: the number of snapshots)
+  and kept as the model only if its dev BLEU beats the last weights'.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from mtcore.nmt.averaging import WeightSnapshots
 from mtcore.nmt.batching import TokenBatchSampler, collate, plan_batches
-from mtcore.config import ModelConfig, TrainConfig
+from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
 from mtcore.nmt.model import Seq2Seq, build_model
@@ -94,14 +98,30 @@ def make_optimizer(
 # --------------------------------------------------------------------------- data
 
 
-def oriented_pairs(table, model_cfg: ModelConfig, corpus_langs: tuple[str, str] = ("en", "vi")) -> list[tuple[str, str]]:
-    """(src, tgt) text pairs from a corpus table whose columns are `corpus_langs`, swapped
-    when the model translates the other way."""
+EMBEDDED_LANGS = ("en", "vi")  # column order of the embedded corpora (src English, tgt Vietnamese)
+
+
+def corpus_languages(model_cfg: ModelConfig, declared: str = "") -> tuple[str, str]:
+    """The languages of a corpus's src and tgt columns: `declared` ("de-en"), else en-vi for an en/vi model
+    (the embedded corpora, whichever way the model translates), else the model's own direction."""
+    if declared:
+        src, _, tgt = declared.partition("-")
+        return src, tgt
+    if {model_cfg.src_lang, model_cfg.tgt_lang} == set(EMBEDDED_LANGS):
+        return EMBEDDED_LANGS
+    return model_cfg.src_lang, model_cfg.tgt_lang
+
+
+def oriented_pairs(table, model_cfg: ModelConfig, corpus_langs: tuple[str, str] | None = None) -> list[tuple[str, str]]:
+    """(src, tgt) text pairs from a corpus table whose columns are `corpus_langs` (default:
+    `corpus_languages(model_cfg)`), swapped when the model translates the other way."""
+    corpus_langs = tuple(corpus_langs or corpus_languages(model_cfg))
     src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
     if (model_cfg.src_lang, model_cfg.tgt_lang) == corpus_langs[::-1]:
         src, tgt = tgt, src
     elif (model_cfg.src_lang, model_cfg.tgt_lang) != corpus_langs:
-        raise ValueError(f"model direction {model_cfg.direction} does not match corpus languages {corpus_langs}")
+        raise ConfigError(f"model direction {model_cfg.direction} does not match the corpus languages "
+                          f"{'-'.join(corpus_langs)}; set job.corpus_langs or model.src_lang/tgt_lang")
     return list(zip(src, tgt))
 
 
@@ -193,6 +213,7 @@ class TrainResult:
     best_bleu: float
     last_metrics: dict[str, float]  # the last validation
     skipped_pairs: int  # training pairs over max_len
+    averaged: dict[str, Any] = field(default_factory=dict)  # train.average_last: snapshot steps, dev BLEU, kept
 
 
 # --------------------------------------------------------------------------- validation
@@ -319,6 +340,8 @@ def fit(
 
     last_metrics: dict[str, float] = {}
     last_validated = -1
+    snapshots = WeightSnapshots(train_cfg.average_last, train_cfg.average_every)
+    averaged: dict[str, Any] = {}
     total_tokens = 0
     window = {"loss": 0.0, "nll": 0.0, "tgt": 0, "tokens": 0, "grad_norm": 0.0, "steps": 0, "lr": 0.0, "t": time.perf_counter()}
 
@@ -336,6 +359,25 @@ def fit(
         if on_validation is not None:
             on_validation(dict(last_metrics), ts)
         return bool(train_cfg.patience) and ts.bad_validations >= train_cfg.patience
+
+    def validate_average() -> None:
+        """Validate the mean of the last snapshots (the final weights among them); keep it if it beats them."""
+        nonlocal last_metrics
+        snapshots.maybe_take(model, ts.step, force=True)
+        if not snapshots.ready():
+            return
+        final_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(snapshots.mean())
+        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
+        averaged.update(steps=snapshots.steps(), dev_bleu=metrics["dev/bleu"], last_dev_bleu=last_metrics["dev/bleu"],
+                        kept=metrics["dev/bleu"] > last_metrics["dev/bleu"])
+        if not averaged["kept"]:
+            model.load_state_dict(final_weights)
+            return
+        ts.best_bleu, ts.last_validation = max(ts.best_bleu, metrics["dev/bleu"]), extras
+        last_metrics = {**metrics, "step": ts.step, "epoch": ts.epoch, "averaged": float(len(averaged["steps"]))}
+        if on_validation is not None:
+            on_validation(dict(last_metrics), ts)
 
     # A resumed run may already be at its step limit: train no further step.
     stop_reason = "max_steps" if train_cfg.max_steps and ts.step >= train_cfg.max_steps else ""
@@ -372,6 +414,7 @@ def fit(
             ts.groups_done += 1
             window["grad_norm"] += float(grad_norm)
             window["steps"] += 1
+            snapshots.maybe_take(model, ts.step)
             if on_update is not None and on_update(ts, time.perf_counter() - t_start):
                 stop_reason = "callback"
 
@@ -393,6 +436,7 @@ def fit(
                 stop_reason = "patience"
     if last_validated != ts.step:
         run_validation()
+    validate_average()
     elapsed = time.perf_counter() - t_start
     (total_tokens_all,) = _all_sum([float(total_tokens)], device)
     return TrainResult(
@@ -405,6 +449,7 @@ def fit(
         best_bleu=ts.best_bleu,
         last_metrics=last_metrics,
         skipped_pairs=skipped,
+        averaged=averaged,
     )
 
 

@@ -1,9 +1,14 @@
-"""Translate lines from stdin with a checkpoint directory.
+"""Translate lines with a checkpoint directory.
 
     python -m mtcore.translate --model DIR [--beam 5] [--batch-size 32] < in.txt > out.txt
+    python -m mtcore.translate --model DIR -i in.txt -o out.txt --scores          # SCORE<TAB>TRANSLATION
+    python -m mtcore.translate --model DIR -i in.txt --n-best 3                   # LINE<TAB>SCORE<TAB>TRANSLATION
 
 One output line per input line, in order (a translation containing a newline has it
-written as a literal "\\n" so that lines stay aligned).
+written as a literal "\\n" so that lines stay aligned). A score is the mean log-probability
+per target token (EOS included) of the translation under the model: near 0 is confident,
+below about -1.5 is worth a look. `--n-best K` writes the K best of the beam for each input
+line, best first, each with its input line number (from 0) and score.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import sys
 
 import torch
 
+from mtcore.console import add_verbosity
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
-from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Sampling, translate
+from mtcore.nmt.decoding import (DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Sampling, encode_sources,
+                                  nbest_ids, sequence_scores, translate_ids)
 
 
 def decoding_args(parser: argparse.ArgumentParser) -> None:
@@ -48,14 +55,14 @@ def check_decoding_args(args: argparse.Namespace) -> None:
         raise checks.UsageError(f"--top-p: {args.top_p} is out of range; pass a value in (0, 1]")
 
 
-def read_lines(stream) -> list[str]:
+def read_lines(stream, name: str = "stdin") -> list[str]:
     """Lines of a binary stream as UTF-8; a line that is not UTF-8 is an error naming it."""
     lines = []
     for i, raw in enumerate(stream, 1):
         try:
             lines.append(raw.decode("utf-8").rstrip("\r\n"))
         except UnicodeDecodeError as err:
-            raise checks.UsageError(f"stdin line {i}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1}); "
+            raise checks.UsageError(f"{name} line {i}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1}); "
                                     "convert the input to UTF-8 (e.g. iconv -t UTF-8)") from None
     return lines
 
@@ -71,16 +78,57 @@ def decoding_kwargs(args: argparse.Namespace) -> dict:
 
 @entry_point
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mtcore.translate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mtcore.translate", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     decoding_args(parser)
+    parser.add_argument("-i", "--input", default="-", help="source lines, UTF-8 (- = stdin)")
+    parser.add_argument("-o", "--output", default="-", help="translations (- = stdout)")
+    parser.add_argument("--scores", action="store_true", help="SCORE<TAB>TRANSLATION: mean log-prob per token")
+    parser.add_argument("--n-best", type=int, default=1, metavar="K", help="the K best of the beam per line (K <= --beam)")
+    add_verbosity(parser)
     args = parser.parse_args(argv)
     check_decoding_args(args)
+    checks.at_least("--n-best", args.n_best, 1)
+    if args.n_best > 1 and (args.sample or args.n_best > args.beam):
+        raise checks.UsageError(f"--n-best: {args.n_best} needs beam search with --beam >= {args.n_best}")
+    if args.input != "-":
+        checks.input_file("-i/--input", args.input)
     ckpt = load_checkpoint(args.model, device=args.device)
-    lines = read_lines(sys.stdin.buffer)
-    hyps = translate(ckpt.model, ckpt.tokenizer, lines, **decoding_kwargs(args)) if lines else []
-    for h in hyps:
-        sys.stdout.write(h.replace("\n", "\\n") + "\n")
+    if args.input == "-":
+        lines = read_lines(sys.stdin.buffer)
+    else:
+        with open(args.input, "rb") as stream:
+            lines = read_lines(stream, args.input)
+    rows = translate_lines(ckpt, lines, args)
+    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    try:
+        for row in rows:
+            out.write("\t".join(cell.replace("\n", "\\n") for cell in row) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0
+
+
+def translate_lines(ckpt, lines: list[str], args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation)."""
+    if not lines:
+        return []
+    model, tok = ckpt.model, ckpt.tokenizer
+    kw = decoding_kwargs(args)
+    sources = encode_sources(tok, lines, bt_tag=kw.pop("bt_tag"), max_len=model.cfg.max_positions - 1)
+    if args.n_best > 1:
+        found = nbest_ids(model, sources, beam=args.beam, n_best=args.n_best, len_penalty=args.len_penalty,
+                          max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size)
+        flat = [(i, ids) for i, hyps in enumerate(found) for ids in hyps]
+        scores = sequence_scores(model, [sources[i] for i, _ in flat], [ids for _, ids in flat])
+        texts = tok.decode([ids for _, ids in flat])
+        return [(str(i), f"{s:.4f}", t) for (i, _), s, t in zip(flat, scores, texts)]
+    ids = translate_ids(model, sources, **kw)
+    texts = tok.decode(ids)
+    if not args.scores:
+        return [(t,) for t in texts]
+    return [(f"{s:.4f}", t) for s, t in zip(sequence_scores(model, sources, ids), texts)]
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ failing: losing a training run because a dashboard is down is the worse outcome.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import logging
@@ -57,11 +58,41 @@ def require_server(uri: str, attempts: int = 2, timeout: float = 3.0) -> None:
         return
     for attempt in range(attempts):
         if _server_reachable(uri, timeout):
+            check_credentials(uri, timeout)
             return
         if attempt + 1 < attempts:
             time.sleep(1.0)
     raise TrackingError(f"{uri}: MLflow tracking server does not answer (tried {attempts}x, {timeout:g} s each); "
                         "start it, check the URL, or use a local store (sqlite:///PATH)")
+
+
+_credentials_ok: set[str] = set()
+
+
+def check_credentials(uri: str, timeout: float = 3.0) -> None:
+    """One authenticated request, so that a server that refuses us (MLflow's basic-auth app, a proxy) fails
+    the job in a line before any work, rather than as an HTTP 401 traceback from deep inside MLflow."""
+    if uri in _credentials_ok or not uri.startswith(("http://", "https://")):
+        return
+    request = urllib.request.Request(uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1")
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        request.add_header("Authorization", "Bearer " + os.environ["MLFLOW_TRACKING_TOKEN"])
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            pass
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            who = f"user {user!r}" if user and password else "a request without credentials"
+            raise TrackingError(
+                f"{uri}: the MLflow server refused {who} (HTTP {err.code}); set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (on an mtcore cluster: source scripts/cluster/mlflow_auth.sh, as "
+                "scripts/cluster/job.sh does)") from None
+    except (urllib.error.URLError, OSError, ValueError):
+        return  # unreachable: the callers' reachability probes decide what that means
+    _credentials_ok.add(uri)
 
 
 _SAFE_VALUE = re.compile(r"[\w .,:/@+=-]*")
@@ -126,6 +157,7 @@ def tracking_uri() -> str:
             )
             _warned = True
         return fallback
+    check_credentials(uri)  # reachable but refusing us is a setting to fix, not a reason to record elsewhere
     return uri
 
 

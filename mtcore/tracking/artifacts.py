@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam:
 
     ckpt = load_checkpoint(checkpoint_dir, device=device)
     hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], beam=beam, batch_size=32)
-    return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps}
+    params = sum(p.numel() for p in ckpt.model.parameters())
+    return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps, "params": params}
 
 
 def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -> list[Path]:
@@ -64,9 +66,41 @@ def metric_history(client, run_id: str, names=("train/loss", "dev/loss", "dev/bl
     return {n: sorted((m.step, m.value) for m in client.get_metric_history(run_id, n)) for n in names}
 
 
+def log_corpus_input(path: str | Path, context: str) -> None:
+    """A corpus as a dataset input of the active MLflow run (its Datasets panel): where it is, and its content
+    fingerprint as the digest, so that runs on the same data show the same dataset."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.types import ColSpec, Schema
+
+    from mtcore.tracking import data_version
+
+    path = Path(path)
+    name = f"{path.parent.name}/{path.name}" if path.name in ("kept", "augmented") else path.name
+    schema = Schema([ColSpec("string", "src"), ColSpec("string", "tgt")])
+    with warnings.catch_warnings():  # MLflow registers its local-file source twice and warns that it picked one
+        warnings.filterwarnings("ignore", message=".*can be interpreted in multiple ways.*")
+        source = resolve_dataset_source(path.absolute().as_uri())
+    mlflow.log_input(MetaDataset(source, name=name, digest=data_version(path), schema=schema), context=context)
+
+
+def run_description(config: dict[str, Any], result: dict[str, Any], train_data: str, test_data: str,
+                    n_test: int, params: int | None = None) -> str:
+    """One paragraph for the run's Description: model, data, budget, test scores with their signatures."""
+    m, t = config["model"], config["train"]
+    size = f", {params / 1e6:.1f}M parameters" if params else ""
+    budget = (f"a {t['time_budget_min']:g}-minute budget" if t.get("time_budget_min") else
+              f"at most {t['max_steps']} steps" if t.get("max_steps") else f"at most {t['max_epochs']} epochs")
+    return (f"{m['arch']} {m['d_model']}d × {m['layers']} layers, {m['heads']} heads{size}, {m['src_lang']}→{m['tgt_lang']}, "
+            f"trained on {train_data} with {budget}. Test ({test_data}, {n_test:,} pairs, beam "
+            f"{config['job']['test_beam']}): BLEU {result['test/bleu']:.2f} ({result['test/bleu_signature']}), "
+            f"chrF {result['test/chrf']:.2f} ({result['test/chrf_signature']}).")
+
+
 def log_training_artifacts(run_id: str, tracking_uri: str, *, result: dict[str, Any], hyps: list[str],
                            test_pairs: list[tuple[str, str]], dev_sources: list[str], best_dir: Path, spm_model: str,
-                           config: dict[str, Any], log_model: bool) -> None:
+                           config: dict[str, Any], log_model: bool, train_data: str = "", test_data: str = "") -> None:
     """Test metrics with their signatures, and every artifact of a finished training run; the run ends FINISHED."""
     import mlflow
 
@@ -76,6 +110,12 @@ def log_training_artifacts(run_id: str, tracking_uri: str, *, result: dict[str, 
     client = mlflow.MlflowClient()
     with mlflow.start_run(run_id=run_id):
         mlflow.log_metrics({"test/bleu": result["test/bleu"], "test/chrf": result["test/chrf"]})
+        if train_data and test_data:
+            for path, context in ((train_data, "training"), (test_data, "test")):
+                log_corpus_input(path, context)
+            params = result.get("params")
+            mlflow.set_tag("mlflow.note.content",
+                           run_description(config, result, train_data, test_data, len(test_pairs), params))
         mlflow.set_tags({
             "sacrebleu.bleu_signature": result["test/bleu_signature"],
             "sacrebleu.chrf_signature": result["test/chrf_signature"],

@@ -16,6 +16,10 @@ ARTIFACT = "checkpoint"
 
 
 class Translator(mlflow.pyfunc.PythonModel):
+    # The input is deliberately untyped (a DataFrame, a Series or a list): no type-hint validation, and no
+    # warning at class creation advising it.
+    _skip_type_hint_validation = True
+
     def load_context(self, context):
         from mtcore.nmt.checkpoint import load_checkpoint
 

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
@@ -286,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output", default=str(RUNS_DIR / "report"), help="where leaderboard.md/.html go (default: %(default)s)")
     ap.add_argument("--store", default=None, help="tracking store or server URI (default: MLFLOW_TRACKING_URI, else runs/mlflow.db)")
     ap.add_argument("--ui-url", default=None, help="link run names to this MLflow UI, e.g. http://127.0.0.1:5000")
+    add_verbosity(ap)
     args = ap.parse_args(argv)
     try:
         board = build(args.store, args.experiment)

@@ -36,6 +36,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtcore.console import add_verbosity
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
@@ -247,6 +248,23 @@ def mark_experiments(store: str) -> int:
     return len(todo)
 
 
+def newest_experiment(store: str) -> tuple[str, str] | None:
+    """(id, name) of the experiment of the most recently started run in the store; None without runs."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=store)
+    experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    if not experiments:
+        return None
+    runs = client.search_runs(list(experiments), order_by=["attributes.start_time DESC"], max_results=1)
+    return (runs[0].info.experiment_id, experiments[runs[0].info.experiment_id]) if runs else None
+
+
+def runs_table_url(base: str, experiment_id: str) -> str:
+    """The experiment's page, which opens on its runs table (the experiments are tagged as model training)."""
+    return f"{base}/#/experiments/{experiment_id}"
+
+
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mtcore.ui", description=__doc__,
@@ -255,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
     ap.add_argument("--store", default=None, help=f"backend store URI (default: {local_store_uri()})")
     ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes (default: %(default)s)")
+    add_verbosity(ap)
     args = ap.parse_args(argv)
     store = args.store or local_store_uri()
     env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
@@ -264,13 +283,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_store(store)
         check_port(args.host, args.port, store)  # before touching the store
+        newest = None
         if store.startswith("sqlite:") and Path(store.removeprefix("sqlite:///")).is_file():
             mark_experiments(store)  # runs logged before mtcore tagged experiments open on their runs table too
+            newest = newest_experiment(store)
         proc, state = start_server(store, args.host, args.port, workers=args.workers)
     except UIError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"MLflow UI for {store}\n  open {state.url}   (Ctrl-C stops it; pid {proc.pid})", flush=True)
+    if newest is not None:
+        print(f"  runs {runs_table_url(state.url, newest[0])}   (the newest run's experiment, {newest[1]})", flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"  warning: bound to {args.host}: anyone who can reach this machine can read and change the runs",
               file=sys.stderr)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start the Ray head node of an mtcore cluster (head_start_ray_commands of cluster.yaml and
 # clusters/onprem.yaml): the MLflow tracking server first, then `ray start --head` with token
-# authentication and MLFLOW_TRACKING_URI in the environment every job and worker inherits.
+# authentication and MLFLOW_TRACKING_URI (and the MLflow credentials, see mlflow_auth.sh) in the
+# environment every job and worker inherits.
 # Extra arguments go to `ray start` (e.g. --autoscaling-config=~/ray_bootstrap_config.yaml).
 #
 #   RAY_PORT            GCS port (default 6379)
@@ -19,6 +20,7 @@ if [ -z "${RAY_AUTH_TOKEN:-}" ] && [ ! -s "${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/aut
   exit 1
 fi
 
+source "$here/mlflow_auth.sh"  # MLflow credentials: the server's admin user, and every job's client
 bash "$here/start_mlflow.sh"
 mlflow_host="${MTCORE_MLFLOW_HOST:-0.0.0.0}"
 if [ "$mlflow_host" = "0.0.0.0" ]; then  # reachable from every node at the head's address

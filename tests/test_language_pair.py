@@ -1,0 +1,100 @@
+"""Another language pair end to end, as a user runs it: a German-English Moses pair through
+`pipelines/clean.py --langs de-en`, `experiments/train_transformer.py` (tiny) and `mtcore.translate`/`evaluate`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import product
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mtcore.cleaning import load_config
+from mtcore.cleaning.pipeline import clean_table
+from mtcore.config import ConfigError
+from mtcore.distributed.jobs import TrainingJob
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUBJECTS = [("der Hund", "the dog"), ("die Katze", "the cat"), ("das Kind", "the child"), ("der Lehrer", "the teacher"),
+            ("die Frau", "the woman"), ("der Mann", "the man"), ("meine Schwester", "my sister")]
+PREDICATES = [("ist heute hier", "is here today"), ("ist sehr klein", "is very small"), ("schläft jetzt", "is sleeping now"),
+              ("liest ein Buch", "is reading a book"), ("sieht das Haus", "sees the house"),
+              ("öffnet das Fenster", "opens the window"), ("trinkt Wasser", "drinks water"), ("ist nicht zu Hause", "is not at home")]
+
+
+def german_english() -> list[tuple[str, str]]:
+    pairs = [(f"{sd} {pd}", f"{se} {pe}") for (sd, se), (pd, pe) in product(SUBJECTS, PREDICATES)]
+    pairs += [(f"Ich glaube, {sd} {pd}.", f"I think {se} {pe}.") for (sd, se), (pd, pe) in product(SUBJECTS, PREDICATES)]
+    return [(d[0].upper() + d[1:], e[0].upper() + e[1:]) for d, e in pairs]
+
+
+def run(args: list[str], env: dict, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, *args], env=env, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    return out
+
+
+def test_german_english_clean_train_translate(tmp_path):
+    pairs = german_english()
+    swapped = [(e, d) for d, e in pairs[:3]]  # English where German belongs: the language-ID rule's catch
+    corpus = pairs[3:] + swapped
+    (tmp_path / "train.de").write_text("".join(d + "\n" for d, _ in corpus), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(e + "\n" for _, e in corpus), encoding="utf-8")
+    (tmp_path / "dev.tsv").write_text("".join(f"{d}\t{e}\n" for d, e in pairs[:20]), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
+    env |= {"MTCORE_HOME": str(tmp_path / "home"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+
+    run(["pipelines/clean.py", "--input", str(tmp_path / "train"), "--langs", "de-en", "--output", str(tmp_path / "clean"),
+         "--no-mlflow"], env, ROOT)
+    report = json.loads((tmp_path / "clean" / "report.json").read_text())
+    assert report["input"] == len(corpus)
+    assert report["rejected"].get("wrong_language", 0) >= len(swapped)
+    rejects = pq.read_table(tmp_path / "clean" / "rejects").to_pylist()
+    assert {r["src"] for r in rejects if r["reason"] == "wrong_language"} >= {s for s, _ in swapped}
+    assert report["kept"] >= 0.9 * (len(corpus) - len(swapped)), report["rejected"]  # German and English are kept
+
+    train = run(["experiments/train_transformer.py", "--config", "experiments/configs/tiny.yaml",
+                 "--data", str(tmp_path / "clean"), "--run-name", "de-en-toy", "model.src_lang=de", "model.tgt_lang=en",
+                 f"job.dev_data={tmp_path / 'dev.tsv'}", f"job.test_data={tmp_path / 'dev.tsv'}", "job.vocab_size=400",
+                 "train.max_steps=120", "train.validate_every=60", "job.log_model=false"], env, ROOT)
+    assert "test BLEU" in train.stdout
+    best = tmp_path / "home" / "ray_train" / "de-en-toy" / "best"
+    assert json.loads((best / "config.json").read_text())["model"]["src_lang"] == "de"
+
+    sources = ["Der Hund ist heute hier", "Die Katze trinkt Wasser"]
+    out = run(["-m", "mtcore.translate", "--model", str(best)], env, ROOT, stdin="\n".join(sources) + "\n")
+    hyps = out.stdout.splitlines()
+    assert len(hyps) == 2 and all(h.strip() for h in hyps)
+    assert not any(h.strip() in sources for h in hyps)  # translated, not copied
+    scored = run(["-m", "mtcore.evaluate", "--model", str(best), "--test", str(tmp_path / "dev.tsv")], env, ROOT)
+    assert "(de-en, step " in scored.stdout
+    bleu = float(next(line for line in scored.stdout.splitlines() if line.startswith("BLEU")).split()[1])
+    assert bleu > 30, scored.stdout  # 120 steps learn this toy language pair (the dev pairs are training pairs)
+
+
+def test_language_id_rule_for_any_pair_judges_each_side():
+    cfg = load_config().with_languages("fr", "en")
+    rows = [("Le chat dort sur le canapé", "The cat sleeps on the sofa"),
+            ("The cat sleeps on the sofa today", "The cat sleeps on the sofa today!"),  # near copy: not language ID's
+            ("Le chien mange dans la cuisine", "Le chien mange dans la cuisine ce soir")]  # target not English
+    import pyarrow as pa
+
+    table = pa.table({"src": [s for s, _ in rows], "tgt": [t for _, t in rows], "origin": ["t"] * 3, "id": ["1", "2", "3"]})
+    kept, rejects, _ = clean_table(table, cfg)
+    reasons = {r["id"]: r["reason"] for r in rejects.to_pylist()}
+    assert "1" in kept["id"].to_pylist() and reasons.get("3") == "wrong_language"
+
+
+def test_a_pair_without_its_own_data_or_with_unknown_languages_fails_before_work():
+    with pytest.raises(ConfigError, match="embedded corpora are English-Vietnamese"):
+        TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en"])
+    with pytest.raises(ConfigError, match="corpus languages en-vi differ"):
+        TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en", "job.corpus_langs=en-vi", "job.train_data=x",
+                                "job.dev_data=y", "job.test_data=z"])
+    with pytest.raises(ConfigError, match="py3langid does not know"):
+        load_config().with_languages("xx", "en")

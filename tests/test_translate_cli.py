@@ -1,0 +1,71 @@
+"""`python -m mtcore.translate`: -i/-o, --scores (mean log-prob per token, forced decoding) and --n-best."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.nmt.checkpoint import load_checkpoint, save_checkpoint
+from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate, translate_ids
+from mtcore.nmt.tokenizer import train_tokenizer
+from mtcore.nmt.training import dev_loss, fit, toy_pairs
+from mtcore.nmt.translate import main
+
+torch.set_num_threads(1)
+PAIRS = toy_pairs(64)
+SOURCES = [s for s, _ in PAIRS[:6]] + ["completely unseen words here"]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tr")
+    tok = train_tokenizer([s for p in toy_pairs(360) for s in p], root / "spm.model", vocab_size=500)
+    cfg = TrainConfig(max_tokens=256, warmup=100, lr_scale=0.5, label_smoothing=0.0, max_epochs=1000, validate_every=0,
+                      log_every=50, patience=0, dev_limit=8, max_len=64, max_steps=150)
+    torch.manual_seed(0)
+    result = fit(cfg, ModelConfig.preset("tiny", dropout=0.0), PAIRS, PAIRS, tok)
+    return load_checkpoint(save_checkpoint(root / "ckpt", result.model, tok))
+
+
+def test_input_output_files_and_scores(ckpt, tmp_path):
+    (tmp_path / "in.txt").write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]) == 0
+    plain = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert plain == translate(ckpt.model, ckpt.tokenizer, SOURCES, beam=5)
+
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "scored.txt"), "--scores"]) == 0
+    rows = [line.split("\t") for line in (tmp_path / "scored.txt").read_text(encoding="utf-8").splitlines()]
+    assert [t for _, t in rows] == plain
+    scores = [float(s) for s, _ in rows]
+    assert all(s <= 0 for s in scores)
+    # The score is the model's mean log-probability per token of that output: what training's loss measures.
+    src = encode_sources(ckpt.tokenizer, SOURCES[:1])
+    hyp = translate_ids(ckpt.model, src, beam=5)
+    nll, n = dev_loss(ckpt.model, [(src[0][:-1], hyp[0])], 4096, torch.device("cpu"), torch.autocast("cpu", enabled=False))
+    assert scores[0] == pytest.approx(-nll / n, abs=1e-3)
+    # Seen sentences are translated with more confidence than words the model never saw.
+    assert max(scores[:6]) > scores[6]
+
+
+def test_n_best_lists_the_beams_best_first(ckpt, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("\n".join(SOURCES[:3]) + "\n", encoding="utf-8")
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "--n-best", "3", "--beam", "4"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [int(i) for i, _, _ in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    best = translate(ckpt.model, ckpt.tokenizer, SOURCES[:3], beam=4)
+    assert [t for i, _, t in rows[::3]] == best  # the first of each list is the beam's answer
+    ids = nbest_ids(ckpt.model, encode_sources(ckpt.tokenizer, SOURCES[:1]), beam=4, n_best=3)[0]
+    assert len({tuple(h) for h in ids}) == 3  # three different hypotheses
+    assert [float(s) for _, s, _ in rows[:3]] == pytest.approx(
+        sequence_scores(ckpt.model, encode_sources(ckpt.tokenizer, SOURCES[:1]) * 3, ids), abs=1e-3)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n-best", "5", "--beam", "4"], "--n-best: 5 needs beam search with --beam >= 5"),
+    (["-i", "/nonexistent/in.txt"], "-i/--input: /nonexistent/in.txt not found"),
+])
+def test_bad_options_fail_in_one_line(ckpt, argv, message, capsys):
+    assert main(["--model", str(ckpt.path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {message}"), err
