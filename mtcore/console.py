@@ -38,6 +38,11 @@ def add_verbosity(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def program(documented: str) -> str:
+    """The name a parser shows in its usage: `mtcore X` under the console script, else the documented command."""
+    return sys.argv[0] if sys.argv and sys.argv[0].startswith("mtcore ") else documented
+
+
 def verbosity_from_argv(argv: list[str] | None) -> int:
     """-q/-v from a command line whose other options are the entry point's business."""
     probe = add_verbosity(argparse.ArgumentParser(add_help=False))

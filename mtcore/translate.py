@@ -2,7 +2,7 @@
 
 import sys
 
-from mtcore.nmt.translate import main
+from mtcore.nmt.translate import build_parser, main  # noqa: F401 - build_parser: the tests parse documented commands
 
 if __name__ == "__main__":
     sys.exit(main())

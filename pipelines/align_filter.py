@@ -1,82 +1,12 @@
 """Drop misaligned pairs by bilingual sentence-embedding similarity, on Ray Data.
 
-    python pipelines/align_filter.py                        # runs/clean/kept (else the raw corpus) → runs/align
-    python pipelines/align_filter.py --input runs/clean/kept --output runs/align-m --score margin --threshold auto
-    python pipelines/align_filter.py --encoder sentence-transformers/LaBSE ...   # if available offline
-
-Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin, with scores),
-DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
-`--threshold auto` calibrates on the corpus itself against deliberately misaligned pairs:
-random same-catalog pairs (`--calibration random`, the default) or near misses made from
-the corpus (`--calibration near_miss`: at most `--max-false-reject` of good pairs lost;
-catches more outdated/neighbouring/partial translations, and more correct short labels),
-and reports the threshold, the estimated noise share and how it was chosen.
+Its options and examples: run it with --help. The code is mtcore/cli/align_filter.py, which the
+console script also runs, as `mtcore align-filter`.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
-from pathlib import Path
 
-from mtcore.data.text_export import FORMATS, export_text
-from mtcore.console import add_verbosity
-from mtcore.errors import entry_point
-from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
-from mtcore.data.ledger import StageReport
-from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
-from mtcore.alignment.scoring import SCORES
-
-
-def _default_input() -> str:
-    cleaned = RUNS_DIR / "clean" / "kept"
-    return str(cleaned if cleaned.is_dir() else RAW_PARALLEL)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line (the tests parse every documented command with it)."""
-    d = FilterConfig()
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", default=_default_input(), help="corpus: a stage's kept/ dir, Parquet, TSV, .po/.mo, PREFIX (default: %(default)s)")
-    ap.add_argument("--output", default=str(RUNS_DIR / "align"), help="output directory (default: %(default)s)")
-    ap.add_argument("--encoder", default=d.encoder, help="'builtin', an encoder DIR, or a sentence-transformers name/path (default: %(default)s)")
-    ap.add_argument("--score", default=d.score, choices=SCORES)
-    ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
-    ap.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS,
-                    help="for --threshold auto: near_miss (target false-reject rate against near misses made from the corpus) or random (the old rule) (default: %(default)s)")
-    ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected, near_miss calibration (default: %(default)s)")
-    ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
-    ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
-    ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the kept pairs as OUTPUT/kept.tsv "
-                    "(tsv) or OUTPUT/kept.en + OUTPUT/kept.vi (txt) (default: Parquet only)")
-    add_verbosity(ap)
-    return ap
-
-
-@entry_point
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
-                       calibration=args.calibration, max_false_reject=args.max_false_reject)
-    result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
-    r = result.report
-    if result.skipped:
-        print(f"reusing {result.output}: made with the same settings, encoder, code and input contents (--overwrite re-runs it)")
-    print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
-    cal = r.get("calibration", {})
-    print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')})")
-    print(f"estimated noise share: {cal.get('estimated_misaligned_share')}  estimated false rejects: {cal.get('estimated_false_reject')}  "
-          f"below threshold: near misses {cal.get('near_miss_below_threshold')}, random pairs {cal.get('misaligned_below_threshold')}")
-    if r.get("timing"):
-        print(f"speed: {r['timing'].get('pairs_per_second')} pairs/s (encode {r['timing']['encode_seconds']} s)")
-    out = Path(result.output)
-    print(f"kept → {out / 'kept'}   rejects → {out / 'rejects'}   report → {out / 'report.json'}   histogram → {out / 'histogram.png'}")
-    for path in export_text(out / "kept", args.format, out / "kept"):
-        print(f"kept as text → {path}")
-    return 0
-
+from mtcore.cli.align_filter import build_parser, main  # noqa: F401 - the tests parse documented commands with them
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,71 +1,12 @@
 """Back-translation augmentation on Ray Data: the platform's main data job.
 
-    python pipelines/backtranslate.py                       # the embedded corpus and monolingual Vietnamese
-    python pipelines/backtranslate.py --mode noised --no-tag --ratio 0.5 --output runs/bt-noised
-    python pipelines/backtranslate.py --reverse-model runs:/RUN_ID/translator --mono my_vi.txt
-
-Stages: clean → align-filter → reverse (vi→en) model → select monolingual → back-translate
-→ filter synthetic pairs → assemble OUT/augmented/. A rerun with the same --output reuses
-finished stages; an interrupted run restarts where it stopped.
+Its options and examples: run it with --help. The code is mtcore/cli/backtranslate.py, which the
+console script also runs, as `mtcore backtranslate`.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-from mtcore.data.text_export import FORMATS, export_text
-from mtcore.console import add_verbosity
-from mtcore.errors import entry_point
-from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
-from mtcore.backtranslation.pipeline import stage_table
-
-DEFAULTS = BTConfig()
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line (the tests parse every documented command with it)."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=DEFAULTS.corpus, help="raw parallel corpus (default: %(default)s)")
-    ap.add_argument("--mono", default=DEFAULTS.mono, help="monolingual Vietnamese: Parquet `text` column or one sentence a line (default: %(default)s)")
-    ap.add_argument("--reverse-model", default=DEFAULTS.reverse_model, help="vi→en checkpoint DIR, MLflow model URI, or 'train' (default)")
-    ap.add_argument("--mode", choices=MODES, default=DEFAULTS.mode, help="beam, sample (top-k) or noised beam (default: %(default)s)")
-    ap.add_argument("--tag", action=argparse.BooleanOptionalAction, default=DEFAULTS.tag, help="prefix synthetic sources with <bt> (default: on)")
-    ap.add_argument("--ratio", type=float, default=DEFAULTS.ratio, help="at most R synthetic pairs per real pair (default: %(default)s)")
-    ap.add_argument("--max-mono", type=int, default=DEFAULTS.max_mono, help="cap on sentences back-translated, 0 = none (default: %(default)s)")
-    ap.add_argument("--upsample", type=int, default=DEFAULTS.upsample, help="copies of each real pair (default: %(default)s)")
-    ap.add_argument("--reverse-minutes", type=float, default=DEFAULTS.reverse_minutes, help="training budget of the reverse model (default: %(default)s)")
-    ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
-    ap.add_argument("--reverse-train-limit", type=int, default=0, help="first N aligned pairs for the reverse model (0 = all)")
-    ap.add_argument("--encoder", default=DEFAULTS.encoder, help="sentence encoder for alignment scores (default: builtin)")
-    ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
-    ap.add_argument("--overwrite", action="store_true", help="redo every stage")
-    ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the augmented set as OUTPUT/augmented.tsv "
-                    "(tsv) or OUTPUT/augmented.en + OUTPUT/augmented.vi (txt) (default: Parquet only)")
-    add_verbosity(ap)
-    return ap
-
-
-@entry_point
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    cfg = BTConfig(
-        corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
-        tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
-        reverse_minutes=args.reverse_minutes, reverse_preset=args.reverse_preset,
-        reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
-    )
-    result = run_backtranslation(cfg)
-    print(stage_table(result))
-    print(f"\naugmented training set → {result.augmented}")
-    for path in export_text(result.augmented, args.format, result.output / "augmented"):
-        print(f"augmented set as text → {path}")
-    print(f"report → {result.output / 'report.json'}   ({result.elapsed_s / 60:.1f} min; MLflow run {result.mlflow_run_id})")
-    print(f"\nnext: python experiments/train_transformer.py --data {result.output}"
-          f"\n  or: python experiments/tune_transformer.py --data {result.output}")
-    return 0
-
+from mtcore.cli.backtranslate import build_parser, main  # noqa: F401 - the tests parse documented commands with them
 
 if __name__ == "__main__":
     sys.exit(main())

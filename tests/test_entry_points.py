@@ -53,6 +53,28 @@ def test_clean_cli_prints_reconciled_summary(ray_local, mlflow_uri, tmp_path, ca
     assert (tmp_path / "out" / "kept.vi").read_text(encoding="utf-8") == "Mở tập tin\n"
 
 
+def test_clean_reads_tsv_from_stdin_and_reuses_the_same_input(ray_local, mlflow_uri, tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    from mtcore.cli import clean
+
+    monkeypatch.setattr(clean, "RUNS_DIR", tmp_path / "ws")
+    data = "Open the file\tMở tập tin\nSave the file\tLưu tập tin\nOpen the file\tMở tập tin\n".encode()
+    argv = ["--input", "-", "--output", str(tmp_path / "out"), "--no-mlflow"]
+    for attempt in range(2):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+        assert script("pipelines/clean.py")(argv) == 0
+        out = capsys.readouterr().out
+        assert ("reusing" in out) == (attempt == 1), out  # the same stdin is the same input: the stage is reused
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (report["input"], report["kept"], report["rejected"]) == (3, 2, {"duplicate": 1})
+    assert [p.suffix for p in (tmp_path / "ws" / "stdin").iterdir()] == [".tsv"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n"), encoding="utf-8"))
+    assert script("pipelines/clean.py")(["--input", "-", "--output", str(tmp_path / "empty"), "--no-mlflow"]) == 2
+    assert "standard input is empty" in capsys.readouterr().err
+
+
 def test_text_export_keeps_lines_aligned(tmp_path):
     import pyarrow as pa
 

@@ -16,6 +16,7 @@ LAYERS = {
     "cleaning": 3, "embedding": 3, "alignment": 3, "distributed": 3,
     "backtranslation": 4,
     "translate": 5, "evaluate": 5, "ui": 5, "report": 5, "export": 5, "__init__": 5,  # `python -m mtcore.X` shims
+    "cli": 6,  # the console script and the entry points' code: argument parsing and printing
 }
 
 

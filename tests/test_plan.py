@@ -29,6 +29,9 @@ def script(relpath: str):
 def documented_commands(entry: str) -> list[list[str]]:
     """Every `python ENTRY ...` line of the README and of the script's own docstring, as argv lists."""
     texts = [(ROOT / "README.md").read_text(encoding="utf-8"), (ROOT / entry).read_text(encoding="utf-8")]
+    code = re.search(r"The code is (mtcore/cli/\w+\.py)", texts[1])  # a script that runs mtcore.cli's code
+    if code:
+        texts.append((ROOT / code.group(1)).read_text(encoding="utf-8"))
     found = []
     for text in texts:
         for m in re.finditer(rf"python {re.escape(entry)}([^`\n|#]*)", text):
@@ -90,6 +93,21 @@ def test_every_entry_point_has_documented_commands():
 def test_every_documented_pipeline_command_parses(entry, argv):
     """Each flag the README or the script's docstring shows is one its parser takes, with a value of its type."""
     script(entry).build_parser().parse_args(argv)
+
+
+README_MTCORE = [shlex.split(m.group(1)) for m in re.finditer(r"^mtcore ([^#\n]+)", (ROOT / "README.md").read_text(encoding="utf-8"), re.M)]
+
+
+def test_readme_console_script_commands_parse():
+    """`mtcore COMMAND ...` lines of the README: a known command, with flags its parser takes."""
+    import importlib
+
+    from mtcore.cli import COMMANDS
+
+    assert len(README_MTCORE) >= 3
+    for name, *argv in README_MTCORE:
+        module = importlib.import_module(COMMANDS[name][0])
+        module.parse_args(argv) if hasattr(module, "parse_args") else module.build_parser().parse_args(argv)
 
 
 @pytest.mark.parametrize("raw, key, expected", [

@@ -253,15 +253,15 @@ def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlfl
 
 
 def test_search_space_file_replaces_the_configs_space(tmp_path):
-    from mtcore.distributed.tuning import TuneJob
+    from mtcore.distributed.tuning import DEFAULT_SEARCH, TuneJob
 
     configs = Path(__file__).resolve().parent.parent / "experiments" / "configs"
-    tj = TuneJob.load(configs / "tune_small.yaml", space_file=configs / "space_arch.yaml")
+    tj = TuneJob.load(DEFAULT_SEARCH, space_file=configs / "space_arch.yaml")
     assert {p.key for p in tj.search.space} == {"model.arch", "model.heads", "train.warmup", "train.label_smoothing",
                                              "train.lr_scale"}
     with pytest.raises(ConfigError, match="--search-space .*nope.yaml: file not found"):
-        TuneJob.load(configs / "tune_small.yaml", space_file=tmp_path / "nope.yaml")
+        TuneJob.load(DEFAULT_SEARCH, space_file=tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("model.arch: {choice: [transformer, gru]}\n")
     with pytest.raises(ConfigError, match=r"with the space of .*bad.yaml.*`model.arch`: value 'gru'"):
-        TuneJob.load(configs / "tune_small.yaml", space_file=bad)
+        TuneJob.load(DEFAULT_SEARCH, space_file=bad)

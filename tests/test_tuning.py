@@ -16,11 +16,11 @@ from mtcore.distributed import ray_training
 
 from mtcore.distributed import tuning
 from mtcore.config import ConfigError
-from mtcore.distributed.tuning import SearchConfig, TuneError, TuneJob, plan_resources
+from mtcore.distributed.tuning import DEFAULT_SEARCH, SearchConfig, TuneError, TuneJob, plan_resources
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"
-SMALL = REPO / "experiments" / "configs" / "tune_small.yaml"
+SMALL = DEFAULT_SEARCH
 
 
 @pytest.fixture

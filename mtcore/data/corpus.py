@@ -14,8 +14,11 @@ reading, malformed lines are not dropped but returned as reason-coded rejects.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -211,6 +214,26 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
     if len(table) == 0 and len(rejects) == 0:
         raise CorpusError(f"{path}: corpus is empty")
     return LoadedCorpus(table, rejects)
+
+
+def spool_stdin(folder: Path, stream: BinaryIO | None = None) -> Path:
+    """`--input -`: TSV from standard input, saved as FOLDER/SHA256-PREFIX.tsv.
+
+    The stages read files (Ray Data splits them; a fingerprint hashes their contents), so the
+    stream is saved first; named by its contents, the same input is the same file, and a rerun
+    with it reuses the stage's output like a rerun on a named file does.
+    """
+    stream = stream if stream is not None else sys.stdin.buffer
+    data = stream.read()
+    if not data.strip():
+        raise CorpusError("-: standard input is empty (expected src<TAB>tgt lines)")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.tsv"
+    if not path.is_file():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return path
 
 
 def read_corpus(path: str | Path, **kwargs) -> pa.Table:

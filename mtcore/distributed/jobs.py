@@ -1,6 +1,6 @@
 """Run-level settings of a training job, kept apart from the model/training hyperparameters.
 
-A job file (`experiments/configs/NAME.yaml`) has three sections: `job` (this
+A job file (`experiments/configs/NAME.yaml`; the default: default_job.yaml here) has three sections: `job` (this
 module: data, workers, run name, tracking), `model` and `train`
 (`mtcore.config`). `key=value` overrides address any of them:
 `job.workers=1 model.heads=4 train.warmup=2000`; `model.arch=rnn` trains the attention
@@ -21,6 +21,9 @@ import yaml
 
 from mtcore.config import AUTO, ConfigError, RunConfig, _apply_overrides, _from_dict, auto_settings, parse_value
 from mtcore.data.paths import DEV, TEST
+
+# The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
+DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
 
 
 @dataclass(frozen=True)

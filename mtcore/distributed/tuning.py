@@ -72,6 +72,8 @@ from mtcore.distributed.jobs import TrainingJob
 
 log = logging.getLogger(__name__)
 
+# The search `tune_transformer.py` / `mtcore tune` runs without --config; package data, so a wheel has it.
+DEFAULT_SEARCH = Path(__file__).with_name("default_search.yaml")
 METRIC = "dev/bleu"  # what ASHA and the searchers maximise; reported at each validation
 TIME_ATTR = "step"  # ASHA's clock: the training step of the validation
 RUNG_METRICS = {"dev/bleu": "max", "dev/loss": "min"}  # what ASHA may compare at its rungs

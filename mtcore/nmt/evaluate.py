@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_verbosity, program
 from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore import checks
@@ -30,7 +30,7 @@ from mtcore.nmt.translate import check_decoding_args, decoding_args, decoding_kw
 
 @entry_point
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mtcore.evaluate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=program("python -m mtcore.evaluate"), description=__doc__.split("\n")[0])
     decoding_args(parser)
     parser.add_argument("--test", default=str(paths.TEST), help="parallel corpus (any format mtcore.data.corpus reads)")
     parser.add_argument("--limit", type=int, default=0, help="first N pairs only (0 = all)")

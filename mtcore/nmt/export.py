@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_verbosity, program
 from mtcore.nmt.checkpoint import SPM, Checkpoint, load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY
 from mtcore.nmt.model import Transformer
@@ -315,7 +315,7 @@ def export(fmt: str, checkpoint: str | Path, out: str | Path, *, quantization: s
 def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None = None) -> int:
     """`resolve` turns a non-directory reference (an MLflow `runs:/…` URI) into a local checkpoint
     directory; the `mtcore.export` entry point passes the tracking layer's."""
-    parser = argparse.ArgumentParser(prog="python -m mtcore.export", description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(prog=program("python -m mtcore.export"), description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--to", required=True, choices=FORMATS, default=argparse.SUPPRESS, help="target format")
     parser.add_argument("model", metavar="RUN_OR_DIR", help="checkpoint directory, or an MLflow runs:/RUN_ID/PATH URI")

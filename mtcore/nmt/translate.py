@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_verbosity, program
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
@@ -76,9 +76,8 @@ def decoding_kwargs(args: argparse.Namespace) -> dict:
     return kw
 
 
-@entry_point
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mtcore.translate", description=__doc__.split("\n")[0],
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=program("python -m mtcore.translate"), description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     decoding_args(parser)
     parser.add_argument("-i", "--input", default="-", help="source lines, UTF-8 (- = stdin)")
@@ -86,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scores", action="store_true", help="SCORE<TAB>TRANSLATION: mean log-prob per token")
     parser.add_argument("--n-best", type=int, default=1, metavar="K", help="the K best of the beam per line (K <= --beam)")
     add_verbosity(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+@entry_point
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     check_decoding_args(args)
     checks.at_least("--n-best", args.n_best, 1)
     if args.n_best > 1 and (args.sample or args.n_best > args.beam):

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_verbosity, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
@@ -281,7 +281,7 @@ def write(board: Leaderboard, output: str | Path, ui_url: str | None = None) -> 
 
 @entry_point
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mtcore.report", description=__doc__,
+    ap = argparse.ArgumentParser(prog=program("python -m mtcore.report"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--experiment", default=None, help="one MLflow experiment (default: all of them)")
     ap.add_argument("--output", default=str(RUNS_DIR / "report"), help="where leaderboard.md/.html go (default: %(default)s)")

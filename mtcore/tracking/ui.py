@@ -36,7 +36,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_verbosity, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.data.paths import RUNS_DIR
@@ -267,7 +267,7 @@ def runs_table_url(base: str, experiment_id: str) -> str:
 
 @entry_point
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mtcore.ui", description=__doc__,
+    ap = argparse.ArgumentParser(prog=program("python -m mtcore.ui"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default=DEFAULT_HOST, help="interface to bind (default: %(default)s, this machine only)")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
