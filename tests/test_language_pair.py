@@ -61,7 +61,7 @@ def test_german_english_clean_train_translate(tmp_path):
     train = run(["experiments/train_transformer.py", "--config", "experiments/configs/tiny.yaml",
                  "--data", str(tmp_path / "clean"), "--run-name", "de-en-toy", "model.src_lang=de", "model.tgt_lang=en",
                  f"job.dev_data={tmp_path / 'dev.tsv'}", f"job.test_data={tmp_path / 'dev.tsv'}", "job.vocab_size=400",
-                 "train.max_steps=120", "train.validate_every=60", "job.log_model=false"], env, ROOT)
+                 "train.max_steps=120", "train.max_epochs=1000", "train.validate_every=60", "job.log_model=false"], env, ROOT)
     assert "test BLEU" in train.stdout
     best = tmp_path / "home" / "ray_train" / "de-en-toy" / "best"
     assert json.loads((best / "config.json").read_text())["model"]["src_lang"] == "de"

@@ -123,7 +123,8 @@ def test_stop_rules(tokenizer):
 
 @pytest.mark.parametrize("steps, keep, every, lr_scale, kept", [
     (150, 2, 75, 0.5, True),  # near convergence: the mean of steps 75 and 150 translates the toy set better
-    (200, 5, 10, 2.0, False),  # at a rate too high to converge the mean is worse and the last weights stay
+    (200, 2, 100, 2.0, False),  # at a rate too high to converge the mean of steps 100 and 200 is worse: the last weights stay
+    (200, 2, 100, 4.0, False),  # diverged: both translate nothing (BLEU 0), and a tie keeps the last weights too
 ])
 def test_checkpoint_averaging_keeps_the_mean_only_when_it_validates_better(tokenizer, steps, keep, every, lr_scale, kept):
     from mtcore.nmt.averaging import mean_state
