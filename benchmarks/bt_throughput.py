@@ -27,9 +27,10 @@ from mtcore.backtranslation.pipeline import read_mono
 from mtcore.backtranslation.translate import BATCH_SIZE, back_translate_table, translate_texts
 from mtcore.nmt.checkpoint import load_checkpoint
 from mtcore.distributed.cluster import available_cpus, init_ray
-from mtcore.data.paths import MONO_VI, RUNS_DIR
+from mtcore.data.paths import MONO_VI
+from mtcore.runs import home
 
-DEFAULT_MODEL = RUNS_DIR / "backtranslate" / "03_reverse_model" / "checkpoint"
+DEFAULT_MODEL = home() / "backtranslate" / "03_reverse_model" / "checkpoint"
 
 
 def plain_loop(model_dir: str, texts: list[str], cfg: BTConfig) -> float:

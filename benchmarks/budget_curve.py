@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from mtcore.data import paths
+from mtcore.runs import home
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="what a minute of budget is (see above)")
     p.add_argument("--max-tokens", type=int, default=3000, help="tokens per batch (the default job: 2 workers x 1500)")
-    p.add_argument("--out", default=str(paths.RUNS_DIR / "budget_curve"))
+    p.add_argument("--out", default=str(home() / "budget_curve"))
     p.add_argument("overrides", nargs="*", help="train.KEY=VALUE applied to every size")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)

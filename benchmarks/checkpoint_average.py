@@ -26,6 +26,7 @@ import torch
 
 from mtcore.config import ModelConfig, TrainConfig, auto_settings
 from mtcore.data import paths
+from mtcore.runs import home
 from mtcore.data.corpus import read_corpus
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=11.0, help="training budget (the default job's)")
     p.add_argument("--test-limit", type=int, default=1000)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=str(paths.RUNS_DIR / "checkpoint_average"))
+    p.add_argument("--out", default=str(home() / "checkpoint_average"))
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)

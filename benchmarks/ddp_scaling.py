@@ -66,7 +66,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}")
     torch.set_num_threads(1)  # one core per process, as each Ray worker gets
-    ray_training.RUNS_DIR = Path(tempfile.mkdtemp(prefix="mtcore-ddp-bench-"))
+    os.environ["MTCORE_HOME"] = tempfile.mkdtemp(prefix="mtcore-ddp-bench-")
     train_data = ray_training.resolve_train_data(TrainingJob())
 
     results = {}

@@ -40,6 +40,7 @@ import torch
 
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data import paths
+from mtcore.runs import home
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.checkpoint import load_checkpoint, save_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, translate
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     p.add_argument("--train-minutes", type=float, default=8.0, help="without --model: training budget")
     p.add_argument("--vocab", type=int, default=8000, help="without --model: SentencePiece pieces")
     p.add_argument("--spm-sentences", type=int, default=100_000, help="without --model: SentencePiece trains on a sample")
-    p.add_argument("--out", default=str(paths.RUNS_DIR / "decode_speed"), help="without --model: where the model goes")
+    p.add_argument("--out", default=str(home() / "decode_speed"), help="without --model: where the model goes")
     args = p.parse_args(argv)
     import ctranslate2
     import transformers

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from mtcore.data import paths
+from mtcore.runs import home
 from mtcore.nmt.checkpoint import save_checkpoint
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data.corpus import read_corpus
@@ -38,7 +39,7 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--out", default=str(paths.RUNS_DIR / "small_cpu_bleu"))
+    p.add_argument("--out", default=str(home() / "small_cpu_bleu"))
     p.add_argument("--toy", action="store_true", help="toy pairs instead of files (smoke test)")
     p.add_argument("overrides", nargs="*", help="model.KEY=VALUE / train.KEY=VALUE")
     args = p.parse_args(argv)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.backtranslation.experiment import EffectConfig, run_effect
 from mtcore.backtranslation.pipeline import run_backtranslation
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dev", default=d.dev_data)
     ap.add_argument("--test", default=d.test_data)
     ap.add_argument("--output", default=d.output)
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 

@@ -38,6 +38,22 @@ def add_verbosity(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def add_common_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """-q/-v and --home, which every entry point takes (`errors.entry_point` acts on them before `main`)."""
+    add_verbosity(parser)
+    parser.add_argument("--home", metavar="DIR", help="the workspace: default outputs, checkpoints and the MLflow "
+                        "store go under it (default: $MTCORE_HOME, else ./runs)")
+    return parser
+
+
+def home_from_argv(argv: list[str] | None) -> str | None:
+    """--home from a command line whose other options are the entry point's business."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument("--home")
+    args, _ = probe.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    return args.home
+
+
 def program(documented: str) -> str:
     """The name a parser shows in its usage: `mtcore X` under the console script, else the documented command."""
     return sys.argv[0] if sys.argv and sys.argv[0].startswith("mtcore ") else documented

@@ -17,9 +17,11 @@ bug in mtcore and keeps its traceback. Either way the hooks registered with
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 EXIT_USER_ERROR = 2
 
@@ -83,7 +85,11 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
     def wrapped(*args, **kwargs) -> int:
         from mtcore import console
 
-        console.configure(console.verbosity_from_argv(args[0] if args else kwargs.get("argv")))
+        argv = args[0] if args else kwargs.get("argv")
+        console.configure(console.verbosity_from_argv(argv))
+        home = console.home_from_argv(argv)
+        if home:  # before `main` builds its parser: the defaults under the workspace follow it
+            os.environ["MTCORE_HOME"] = str(Path(home).expanduser().absolute())
         try:
             return main(*args, **kwargs) or 0
         except KeyboardInterrupt:

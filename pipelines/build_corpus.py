@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.data.corpus_build import BuildConfig, build, summary_rows
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, default=defaults.output, help="where data files go")
     parser.add_argument("--cache", type=Path, default=defaults.cache, help="where .deb files are kept")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed for choosing held-out catalogs")
-    add_verbosity(parser)
+    add_common_options(parser)
     return parser
 
 

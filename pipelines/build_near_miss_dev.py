@@ -16,7 +16,7 @@ from collections import Counter
 
 import pyarrow as pa
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.alignment.devset import build_near_miss_dev
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.data.paths import DEV, NEAR_MISS_DEV, TEST
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", default=str(NEAR_MISS_DEV))
     ap.add_argument("--share", type=float, default=0.17, help="share of misaligned rows (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 

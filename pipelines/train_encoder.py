@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
-from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import RAW_PARALLEL
+from mtcore.runs import home
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,14 +25,14 @@ def build_parser() -> argparse.ArgumentParser:
     d = EncoderTrainConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(RAW_PARALLEL), help="parallel corpus, any format the readers take (default: %(default)s)")
-    ap.add_argument("--output", default=str(RUNS_DIR / "encoders" / "custom"), help="encoder directory (default: %(default)s)")
+    ap.add_argument("--output", default=str(home() / "encoders" / "custom"), help="encoder directory (default: %(default)s)")
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--batch-size", type=int, default=d.batch_size)
     ap.add_argument("--layers", type=int, default=d.model.layers, help="Transformer layers (0: pooled embeddings + MLP)")
     ap.add_argument("--vocab-size", type=int, default=d.model.vocab_size)
     ap.add_argument("--num-workers", type=int, default=d.num_workers, help="Ray Train workers")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 

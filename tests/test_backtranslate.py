@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.distributed import ray_training
 from mtcore.backtranslation import BTConfig, BTError, run_backtranslation
 from mtcore.backtranslation.pipeline import STAGES
 from mtcore.runs import resolve_data
@@ -42,7 +41,7 @@ def config(root, out, **kw):
 
 
 def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs):
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     out = tmp_path / "bt"
     result = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
     assert [s["stage"] for s in result.stages] == list(STAGES) and result.reused == []
@@ -108,7 +107,7 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
 
     import mlflow
 
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     spec = importlib.util.spec_from_file_location("bt_effect", Path(__file__).resolve().parent.parent / "experiments/bt_effect.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

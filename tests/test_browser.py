@@ -69,7 +69,7 @@ def browser_factory():
 @pytest.fixture
 def trained_run(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
     """A tiny real Ray Train run (2 workers, 16 steps) logged to this test's own store."""
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     paths = toy_corpus
     job = TrainingJob.from_dict({
         "job": {"train_data": paths["train"], "dev_data": paths["dev"], "test_data": paths["test"], "vocab_size": 400,

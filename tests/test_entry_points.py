@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mtcore.distributed import ray_training
 from mtcore.data.corpus import write_parquet
 from mtcore.nmt.training import toy_pairs
 
@@ -57,9 +56,7 @@ def test_clean_reads_tsv_from_stdin_and_reuses_the_same_input(ray_local, mlflow_
     import io
     import sys
 
-    from mtcore.cli import clean
-
-    monkeypatch.setattr(clean, "RUNS_DIR", tmp_path / "ws")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws"))
     data = "Open the file\tMở tập tin\nSave the file\tLưu tập tin\nOpen the file\tMở tập tin\n".encode()
     argv = ["--input", "-", "--output", str(tmp_path / "out"), "--no-mlflow"]
     for attempt in range(2):
@@ -73,6 +70,15 @@ def test_clean_reads_tsv_from_stdin_and_reuses_the_same_input(ray_local, mlflow_
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n"), encoding="utf-8"))
     assert script("pipelines/clean.py")(["--input", "-", "--output", str(tmp_path / "empty"), "--no-mlflow"]) == 2
     assert "standard input is empty" in capsys.readouterr().err
+
+
+def test_home_option_moves_the_default_outputs(ray_local, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "env-home"))  # restored after the test; --home must win over it
+    tsv = tmp_path / "c.tsv"
+    tsv.write_text("Open the file\tMở tập tin\n", encoding="utf-8")
+    assert script("pipelines/clean.py")(["--input", str(tsv), "--home", str(tmp_path / "ws"), "--no-mlflow"]) == 0
+    assert json.loads((tmp_path / "ws" / "clean" / "report.json").read_text())["kept"] == 1
+    assert not (tmp_path / "env-home").exists()
 
 
 def test_text_export_keeps_lines_aligned(tmp_path):
@@ -93,7 +99,7 @@ def test_text_export_keeps_lines_aligned(tmp_path):
 
 def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, toy_files):
     root, paths = toy_files
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     args = ["--config", str(ROOT / "experiments/configs/tiny.yaml"), "--workers", "2", "--run-name", "cli-tiny",
             f"job.train_data={paths['train']}", f"job.dev_data={paths['dev']}", f"job.test_data={paths['test']}",
             "job.vocab_size=400", "job.log_model=false", "train.max_steps=10"]

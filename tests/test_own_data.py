@@ -91,7 +91,6 @@ def test_readme_own_data_commands(tmp_path, monkeypatch, ray_local, mlflow_uri, 
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
-    monkeypatch.setattr("mtcore.distributed.ray_training.RUNS_DIR", tmp_path / "runs")
     table = tiny_corpus()
     pairs = list(zip(table["src"].to_pylist()[:300], table["tgt"].to_pylist()[:300]))
     write_shape("tsv", tmp_path, pairs)

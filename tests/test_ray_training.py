@@ -18,7 +18,7 @@ from mtcore.distributed.jobs import TrainingJob
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
-    monkeypatch.setattr(ray_training, "RUNS_DIR", runs)
+    monkeypatch.setenv("MTCORE_HOME", str(runs))
     return runs
 
 

@@ -198,7 +198,7 @@ def test_checkpoint_round_trip(tokenizer, tmp_path):
 
 
 def test_arch_switch_trains_through_ray_and_logs_to_mlflow(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     job = TrainingJob.from_dict({
         "job": {"train_data": toy_corpus["train"], "dev_data": toy_corpus["dev"], "test_data": toy_corpus["test"],
                 "vocab_size": 400, "workers": 2, "test_limit": 10, "test_beam": 2},
@@ -232,7 +232,7 @@ def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlfl
     from mtcore.distributed import tuning
     from mtcore.distributed.tuning import TuneJob
 
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     config = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
     d = yaml.safe_load(config.read_text())
     d["search"]["space"] = {"model.arch": {"grid": ["transformer", "rnn"]}}

@@ -119,7 +119,7 @@ def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_p
     raw = tmp_path / "raw.tsv"
     raw.write_text("Open the file\tMở tập tin\nSave the file\tLưu tập tin\n", encoding="utf-8")
     monkeypatch.setattr(ray_training, "RAW_PARALLEL", raw)
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     first = ray_training.resolve_train_data(TrainingJob())
     assert first == str(tmp_path / "runs" / "clean-embedded" / "kept")
     raw.write_text("Close the window\tĐóng cửa sổ\n", encoding="utf-8")  # a new release of the embedded data

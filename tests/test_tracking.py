@@ -18,12 +18,12 @@ def free_port() -> int:
 
 def test_default_is_local_sqlite(monkeypatch, tmp_path):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setattr(tracking, "RUNS_DIR", tmp_path)
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path))
     assert tracking.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
 def test_unreachable_server_falls_back_with_one_warning(monkeypatch, tmp_path):
-    monkeypatch.setattr(tracking, "RUNS_DIR", tmp_path)
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path))
     monkeypatch.setattr(tracking, "_warned", False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     with pytest.warns(RuntimeWarning, match="unreachable"):

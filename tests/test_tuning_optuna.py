@@ -7,7 +7,6 @@ from pathlib import Path
 import mlflow
 import yaml
 
-from mtcore.distributed import ray_training
 
 from mtcore.distributed import tuning
 from mtcore.distributed.tuning import TuneJob
@@ -16,7 +15,7 @@ TINY = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tun
 
 
 def test_tiny_optuna_search_runs_every_trial_and_tracks_them(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
-    monkeypatch.setattr(ray_training, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     paths = toy_corpus
     d = yaml.safe_load(TINY.read_text())
     d["search"]["space"] = {"model.heads": {"choice": [2, 4]}, "train.warmup": {"randint": [10, 40]},

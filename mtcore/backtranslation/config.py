@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from mtcore.config import PRESETS
 from mtcore.errors import MtcoreError
-from mtcore.data.paths import MONO_VI, RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import MONO_VI, RAW_PARALLEL
+from mtcore.runs import home
 
 MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
 
@@ -23,7 +24,7 @@ class BTError(MtcoreError, ValueError):
 class BTConfig:
     corpus: str = str(RAW_PARALLEL)  # raw parallel corpus (any format mtcore.data.corpus reads)
     mono: str = str(MONO_VI)  # monolingual Vietnamese: Parquet with a `text` column, or one sentence a line
-    output: str = str(RUNS_DIR / "backtranslate")
+    output: str = str(home() / "backtranslate")
     reverse_model: str = "train"  # a checkpoint directory, an MLflow model URI, or "train"
     mode: str = "beam"
     tag: bool = True  # prefix synthetic sources with <bt> (tagged BT, Caswell et al. 2019)

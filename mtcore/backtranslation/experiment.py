@@ -21,7 +21,8 @@ from mtcore.backtranslation.config import BTConfig
 from mtcore.backtranslation.pipeline import run_backtranslation
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.distributed.jobs import TrainingJob
-from mtcore.data.paths import DEV, RUNS_DIR, TEST
+from mtcore.data.paths import DEV, TEST
+from mtcore.runs import home
 
 EXPERIMENT = "bt_effect"
 VARIANTS = {  # name: (mode, tag) or None for real-only
@@ -41,7 +42,7 @@ class EffectConfig:
     reverse_minutes: float = 5.0
     max_mono: int = 6000
     preset: str = "small"
-    output: str = str(RUNS_DIR / "bt_effect")
+    output: str = str(home() / "bt_effect")
     seed: int = 0
     test_limit: int = 1000
     variants: tuple[str, ...] = tuple(VARIANTS)

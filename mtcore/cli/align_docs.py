@@ -14,11 +14,12 @@ import sys
 import time
 from collections import Counter
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
 from mtcore.embedding import load_encoder
-from mtcore.data.paths import DATA_DIR, RUNS_DIR
+from mtcore.data.paths import DATA_DIR
+from mtcore.runs import home
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,12 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=str(DATA_DIR / "docs" / "maint-guide.en.txt"))
     ap.add_argument("--tgt", default=str(DATA_DIR / "docs" / "maint-guide.vi.txt"))
-    ap.add_argument("--output", default=str(RUNS_DIR / "align_docs" / "maint-guide.jsonl"))
+    ap.add_argument("--output", default=str(home() / "align_docs" / "maint-guide.jsonl"))
     ap.add_argument("--encoder", default="builtin", help="'builtin', an encoder DIR, or a sentence-transformers name/path")
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 

@@ -20,17 +20,18 @@ import sys
 from pathlib import Path
 
 from mtcore.data.text_export import FORMATS, export_text
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
 from mtcore.data.corpus import spool_stdin
 from mtcore.data.ledger import StageReport
-from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import RAW_PARALLEL
+from mtcore.runs import home
 from mtcore.alignment.scoring import SCORES
 
 
 def _default_input() -> str:
-    cleaned = RUNS_DIR / "clean" / "kept"
+    cleaned = home() / "clean" / "kept"
     return str(cleaned if cleaned.is_dir() else RAW_PARALLEL)
 
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = FilterConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=_default_input(), help="corpus: a stage's kept/ dir, Parquet, TSV, .po/.mo, PREFIX, or - for TSV on stdin (default: %(default)s)")
-    ap.add_argument("--output", default=str(RUNS_DIR / "align"), help="output directory (default: %(default)s)")
+    ap.add_argument("--output", default=str(home() / "align"), help="output directory (default: %(default)s)")
     ap.add_argument("--encoder", default=d.encoder, help="'builtin', an encoder DIR, or a sentence-transformers name/path (default: %(default)s)")
     ap.add_argument("--score", default=d.score, choices=SCORES)
     ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the kept pairs as OUTPUT/kept.tsv "
                     "(tsv) or OUTPUT/kept.en + OUTPUT/kept.vi (txt) (default: Parquet only)")
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.input == "-":
-        args.input = str(spool_stdin(RUNS_DIR / "stdin"))
+        args.input = str(spool_stdin(home() / "stdin"))
         print(f"stdin saved as {args.input}", flush=True)
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
                        calibration=args.calibration, max_false_reject=args.max_false_reject)

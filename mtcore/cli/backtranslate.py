@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from mtcore.data.text_export import FORMATS, export_text
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
 from mtcore.backtranslation.pipeline import stage_table
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
     ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the augmented set as OUTPUT/augmented.tsv "
                     "(tsv) or OUTPUT/augmented.en + OUTPUT/augmented.vi (txt) (default: Parquet only)")
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.cleaning import clean_dataset, load_config
 from mtcore.data.corpus import spool_stdin
 from mtcore.data.ledger import StageReport
-from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import RAW_PARALLEL
+from mtcore.runs import home
 from mtcore.data.text_export import FORMATS, export_text
 
 
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line (the tests parse every documented command with it)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--input", default=str(RAW_PARALLEL), help="corpus: Parquet file/dir, TSV, .po/.mo, PREFIX of PREFIX.en/.vi, or - for TSV on stdin (default: %(default)s)")
-    ap.add_argument("--output", default=str(RUNS_DIR / "clean"), help="output directory (default: %(default)s)")
+    ap.add_argument("--output", default=str(home() / "clean"), help="output directory (default: %(default)s)")
     ap.add_argument("--config", default=None, help="rules YAML (default: mtcore/cleaning/default_rules.yaml)")
     ap.add_argument("--langs", metavar="SRC-TGT", help="the corpus's languages, e.g. de-en (default: en-vi, or the "
                     "rules file's LanguageID languages); also the suffixes of a Moses pair PREFIX.de/PREFIX.en")
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-mlflow", action="store_true", help="do not log the report and its plots to MLflow (experiment `clean`)")
     ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the kept pairs as OUTPUT/kept.tsv "
                     "(tsv) or OUTPUT/kept.SRC + OUTPUT/kept.TGT (txt) for other toolkits (default: Parquet only)")
-    add_verbosity(ap)
+    add_common_options(ap)
     return ap
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config)  # every config error surfaces before any work
     if args.input == "-":
-        args.input = str(spool_stdin(RUNS_DIR / "stdin"))
+        args.input = str(spool_stdin(home() / "stdin"))
         print(f"stdin saved as {args.input}", flush=True)
     if args.langs:
         src, _, tgt = args.langs.partition("-")

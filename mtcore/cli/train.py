@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.jobs import DEFAULT_JOB
@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     ap.add_argument("--dry-run", action="store_true", help="print the resource plan and stop")
     ap.add_argument("--print-config", action="store_true", help="print the resolved config (YAML) and stop")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. model.heads=8 train.warmup=2000")
-    add_verbosity(ap)
+    add_common_options(ap)
     args = ap.parse_args(argv)
     overrides = list(args.overrides)
     for flag, key in ((args.data, "job.train_data"), (args.workers, "job.workers"), (args.run_name, "job.run_name"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore.console import add_verbosity
+from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     ap.add_argument("--data", help="training corpus: any corpus path, or a stage output such as runs/backtranslate")
     ap.add_argument("--dry-run", action="store_true", help="print the resource plan and the search space, and stop")
     ap.add_argument("overrides", nargs="*", help="base job overrides, section.key=value, e.g. train.max_steps=400")
-    add_verbosity(ap)
+    add_common_options(ap)
     args = ap.parse_args(argv)
     return args, list(args.overrides) + ([f"job.train_data={args.data}"] if args.data else [])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -14,5 +13,5 @@ TEST = DATA_DIR / "test.parquet"
 NEAR_MISS_DEV = DATA_DIR / "near_miss_dev.parquet"  # labelled near misses from the held-out splits (issue 21)
 MONO_VI = DATA_DIR / "mono" / "vi.parquet"
 
-# Work products (cleaned corpora, checkpoints, MLflow store) stay out of git.
-RUNS_DIR = Path(os.environ.get("MTCORE_HOME") or Path.cwd() / "runs").absolute()  # the workspace: mtcore.runs.home()
+# Work products (cleaned corpora, checkpoints, MLflow store) go to the workspace, `mtcore.runs.home()`,
+# asked for when needed: `--home` or $MTCORE_HOME set after import still counts.

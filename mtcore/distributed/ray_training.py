@@ -30,7 +30,8 @@ from typing import Any
 
 from mtcore.errors import MtcoreError
 from mtcore.distributed.jobs import TrainingJob
-from mtcore.data.paths import RAW_PARALLEL, RUNS_DIR
+from mtcore.data.paths import RAW_PARALLEL
+from mtcore.runs import home
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,10 @@ def resolve_train_data(job: TrainingJob) -> str:
     # Its own stage, not `runs/clean`, which `pipelines/clean.py` may have filled with another corpus.
     # mtcore owns it: made with other rules or code (an upgrade), it is made again, not refused.
     try:
-        result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded")
+        result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded")
     except StageError as err:
         log.warning("cleaning the embedded corpus again: %s", err)
-        result = clean_dataset(RAW_PARALLEL, RUNS_DIR / "clean-embedded", overwrite=True)
+        result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded", overwrite=True)
     if result.skipped:
         log.info("reusing the cleaned embedded corpus in %s", result.output)
     return str(result.output / "kept")
@@ -99,7 +100,7 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     from mtcore.tracking import data_version
 
     key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}"
-    path = RUNS_DIR / "tokenizers" / key / "spm.model"
+    path = home() / "tokenizers" / key / "spm.model"
     if not path.is_file():
         table = read_corpus(train_data)
         if job.job.train_limit:
@@ -158,7 +159,7 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     train_data = resolve_train_data(job)
     spm = tokenizer_for(train_data, job)
     run_name = job.run_name()
-    storage = RUNS_DIR / "ray_train"
+    storage = home() / "ray_train"
     _check_same_settings(storage / run_name, job)
     uri, run_id = open_mlflow_run(job, run_name, train_data, parent_run_id)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))

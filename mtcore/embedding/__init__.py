@@ -37,9 +37,9 @@ __all__ = [
 
 
 def builtin_dir() -> Path:
-    from mtcore.data.paths import RUNS_DIR
+    from mtcore.runs import home
 
-    return RUNS_DIR / "encoders" / BUILTIN
+    return home() / "encoders" / BUILTIN
 
 
 def ensure_builtin() -> Path:

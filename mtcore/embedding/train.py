@@ -348,7 +348,7 @@ def train_encoder(
 
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
     from mtcore.data.corpus import read_corpus
-    from mtcore.data.paths import RUNS_DIR
+    from mtcore.runs import home
 
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
     n_input = len(table)
@@ -396,7 +396,7 @@ def train_encoder(
             train_loop_per_worker,
             train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "hard": hard, "mlflow_run_id": run_id, "mlflow_uri": uri},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
-            run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((RUNS_DIR / "ray_results").resolve())),
+            run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((home() / "ray_results").resolve())),
         )
         result = trainer.fit()
         train_s = time.perf_counter() - t0

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from mtcore.console import add_verbosity, program
+from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore import checks
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus-langs", metavar="SRC-TGT", default="",
                         help="languages of the test corpus's src/tgt columns (default: en-vi for an en/vi model, "
                              "else the model's direction)")
-    add_verbosity(parser)
+    add_common_options(parser)
     args = parser.parse_args(argv)
     check_decoding_args(args)
     checks.at_least("--limit", args.limit, 0)

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mtcore.console import add_verbosity, program
+from mtcore.console import add_common_options, program
 from mtcore.nmt.checkpoint import SPM, Checkpoint, load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY
 from mtcore.nmt.model import Transformer
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     parser.add_argument("out", metavar="OUT", help="output directory")
     parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32", help="CTranslate2 weight type")
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    add_verbosity(parser)
+    add_common_options(parser)
     args = parser.parse_args(argv)
     source = Path(args.model)
     try:

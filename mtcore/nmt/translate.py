@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from mtcore.console import add_verbosity, program
+from mtcore.console import add_common_options, program
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", default="-", help="translations (- = stdout)")
     parser.add_argument("--scores", action="store_true", help="SCORE<TAB>TRANSLATION: mean log-prob per token")
     parser.add_argument("--n-best", type=int, default=1, metavar="K", help="the K best of the beam per line (K <= --beam)")
-    add_verbosity(parser)
+    add_common_options(parser)
     return parser
 
 

@@ -22,7 +22,8 @@ import urllib.request
 import warnings
 from pathlib import Path
 
-from mtcore.data.paths import REPO_ROOT, RUNS_DIR
+from mtcore.data.paths import REPO_ROOT
+from mtcore.runs import home
 from mtcore.errors import MtcoreError, on_failure
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ MAX_PARAM_CHARS = 500  # MLflow rejects longer parameter values
 
 
 def local_store_uri() -> str:
-    RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{(RUNS_DIR / 'mlflow.db').resolve()}"
+    home().mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(home() / 'mlflow.db').resolve()}"
 
 
 def _server_reachable(uri: str, timeout: float = 3.0) -> bool:

@@ -22,10 +22,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mtcore.console import add_verbosity, program
+from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
-from mtcore.data.paths import RUNS_DIR
+from mtcore.runs import home
 
 TEST_BLEU, TEST_CHRF, DEV_BLEU = "test/bleu", "test/chrf", "dev/bleu"
 BLEU_SIGNATURE = "sacrebleu.bleu_signature"
@@ -284,10 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=program("python -m mtcore.report"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--experiment", default=None, help="one MLflow experiment (default: all of them)")
-    ap.add_argument("--output", default=str(RUNS_DIR / "report"), help="where leaderboard.md/.html go (default: %(default)s)")
+    ap.add_argument("--output", default=str(home() / "report"), help="where leaderboard.md/.html go (default: %(default)s)")
     ap.add_argument("--store", default=None, help="tracking store or server URI (default: MLFLOW_TRACKING_URI, else runs/mlflow.db)")
     ap.add_argument("--ui-url", default=None, help="link run names to this MLflow UI, e.g. http://127.0.0.1:5000")
-    add_verbosity(ap)
+    add_common_options(ap)
     args = ap.parse_args(argv)
     try:
         board = build(args.store, args.experiment)

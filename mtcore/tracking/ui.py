@@ -36,10 +36,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from mtcore.console import add_verbosity, program
+from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
-from mtcore.data.paths import RUNS_DIR
+from mtcore.runs import home
 from mtcore.tracking import artifact_root, local_store_uri
 
 DEFAULT_HOST = "127.0.0.1"  # loopback: the store holds unpublished work; use an SSH tunnel to share it
@@ -72,7 +72,7 @@ def url_for(host: str, port: int) -> str:
 
 
 def state_file(port: int, runs_dir: Path | None = None) -> Path:
-    return (runs_dir or RUNS_DIR) / f"ui-{port}.json"
+    return (runs_dir or home()) / f"ui-{port}.json"
 
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
     ap.add_argument("--store", default=None, help=f"backend store URI (default: {local_store_uri()})")
     ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes (default: %(default)s)")
-    add_verbosity(ap)
+    add_common_options(ap)
     args = ap.parse_args(argv)
     store = args.store or local_store_uri()
     env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
