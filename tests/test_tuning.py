@@ -12,7 +12,6 @@ import pytest
 import yaml
 from ray.tune import Callback
 
-from mtcore.distributed import ray_training
 
 from mtcore.distributed import tuning
 from mtcore.config import ConfigError
@@ -26,7 +25,7 @@ SMALL = DEFAULT_SEARCH
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
-    monkeypatch.setattr(ray_training, "RUNS_DIR", runs)
+    monkeypatch.setenv("MTCORE_HOME", str(runs))
     return runs
 
 
@@ -185,6 +184,25 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     assert versions[0].run_id == out.best.mlflow_run_id
     translator = mlflow.pyfunc.load_model("models:/mtcore-en-vi-transformer/1")
     assert all(isinstance(t, str) for t in translator.predict(["the big cat is here"]))
+
+
+def test_start_from_base_runs_the_base_values_first(ray_local, mlflow_uri, runs_dir, toy_corpus):
+    # The base's warmup (50, tune_tiny.yaml) and label smoothing (0.1) are not what the space would sample.
+    space = {"train.warmup": {"choice": [10, 20]}, "train.label_smoothing": {"uniform": [0.15, 0.2]}}
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=8"], num_samples=2, start_from_base=True,
+                     scheduler="fifo", register_as="-")
+    assert tuning.base_point(tj) == {"train": {"warmup": 50, "label_smoothing": 0.1}}
+    out = tuning.run_search(tj, verbose=0)
+    values = sorted((r.values["train.warmup"], round(r.values["train.label_smoothing"], 3)) for r in out.rows)
+    assert len(values) == 2 and values[1] == (50, 0.1) and values[0][0] in (10, 20)  # the base, and one sample
+
+
+def test_start_from_base_is_checked():
+    d = yaml.safe_load(TINY.read_text())
+    with pytest.raises(ConfigError, match="start_from_base` must be true or false"):
+        TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": "yes please"}})
+    with pytest.raises(ConfigError, match="do not mix"):
+        TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": True, "space": {"model.heads": {"grid": [2, 4]}}}})
 
 
 class InterruptAfterFirstTrial(Callback):

@@ -26,6 +26,19 @@ from mtcore.data.paths import DEV, TEST
 DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
 
 
+def apply_early_overrides(data: dict, overrides: list[str]) -> tuple[dict, list[str]]:
+    """A preset or a budget given on the command line must be known before `auto` is resolved:
+    (the file's sections with them applied, the other overrides)."""
+    data = dict(data)
+    early = [o for o in overrides if o.split("=", 1)[0].strip() in ("model.preset", "train.time_budget_min")]
+    for item in early:
+        key, _, raw = item.partition("=")
+        section, name = key.strip().split(".")
+        data[section] = {**(data.get(section) or {}), name: raw.strip() if name == "preset" else
+                         parse_value(raw, float, key.strip())}
+    return data, [o for o in overrides if o not in early]
+
+
 @dataclass(frozen=True)
 class JobConfig:
     run_name: str = ""  # "" = derived from the settings, so that a rerun resumes the same run
@@ -113,15 +126,7 @@ class TrainingJob:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
             if not isinstance(data, dict):
                 raise ConfigError(f"{path}: a job file must be a mapping with job/model/train sections")
-        # A preset or a budget given on the command line must be known before `auto` is resolved.
-        early = [o for o in overrides if o.split("=", 1)[0].strip() in ("model.preset", "train.time_budget_min")]
-        for item in early:
-            key, _, raw = item.partition("=")
-            section, name = key.strip().split(".")
-            data.setdefault(section, {})
-            data[section] = {**(data[section] or {}), name: raw.strip() if name == "preset" else
-                             parse_value(raw, float, key.strip())}
-        rest = [o for o in overrides if o not in early]
+        data, rest = apply_early_overrides(data, overrides)
         return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":

@@ -68,7 +68,8 @@ import yaml
 from mtcore.errors import MtcoreError
 from mtcore.distributed import ray_training
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
-from mtcore.distributed.jobs import TrainingJob
+from mtcore.distributed.jobs import TrainingJob, apply_early_overrides
+from mtcore.runs import home
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,9 @@ class SearchConfig:
     experiment: str = "tune_transformer"  # MLflow experiment of the parent and of every trial
     name: str = ""  # "" = derived from the settings (stable, so that --resume finds the search)
     register_as: str = ""  # "" = mtcore-SRC-TGT-ARCH; "-" = do not register
+    # The first trial runs the base job's own values of the searched keys (Tune's points_to_evaluate),
+    # so the search is never judged against a default it did not try; it counts as one of num_samples.
+    start_from_base: bool = False
     asha: AshaConfig = field(default_factory=AshaConfig)
 
     def __post_init__(self):
@@ -209,6 +213,8 @@ class SearchConfig:
             raise ConfigError(f"`search.time_budget_min` ({self.time_budget_min}) must be >= 0")
         if self.search == "optuna" and any(p.kind == "grid" for p in self.space):
             raise ConfigError("`grid` keys need the random search; use `choice` with optuna")
+        if self.start_from_base and any(p.kind == "grid" for p in self.space):
+            raise ConfigError("`search.start_from_base` and `grid` keys do not mix: a grid already names every trial")
         if not self.space:
             raise ConfigError("`search.space` is empty: name at least one model.* or train.* key to search")
 
@@ -232,6 +238,8 @@ class SearchConfig:
                          ("name", str), ("register_as", str)):
             if key in d and (not isinstance(d[key], typ) or isinstance(d[key], bool)):
                 raise ConfigError(f"`search.{key}` must be {typ.__name__}, got {d[key]!r}")
+        if "start_from_base" in d and not isinstance(d["start_from_base"], bool):
+            raise ConfigError(f"`search.start_from_base` must be true or false, got {d['start_from_base']!r}")
         if "time_budget_min" in d and not _is_number(d["time_budget_min"]):
             raise ConfigError(f"`search.time_budget_min` must be a number, got {d['time_budget_min']!r}")
         params = tuple(Param.from_yaml(str(k), v) for k, v in space.items())
@@ -303,6 +311,8 @@ class TuneJob:
             if isinstance(d, dict):
                 d = {**d, "search": {**(d.get("search") or {}), "space": space}}
             source = f"{path} with the space of {space_file}"
+        if isinstance(d, dict):
+            d, overrides = apply_early_overrides(d, list(overrides))
         tj = cls.from_dict(d, source)
         return tj.with_overrides(list(overrides), **search_overrides)
 
@@ -385,6 +395,16 @@ def _native(value: Any) -> Any:
 def flat_trial_values(config: dict[str, Any]) -> dict[str, Any]:
     """Tune's nested trial config {"model": {"heads": 4}} → {"model.heads": 4}."""
     return {f"{section}.{k}": _native(v) for section, sub in config.items() if isinstance(sub, dict) for k, v in sub.items()}
+
+
+def base_point(tj: "TuneJob") -> dict[str, dict[str, Any]]:
+    """The base job's values of the searched keys, nested as Tune's trial configs are: the first trial."""
+    values = tj.base.to_dict()
+    point: dict[str, dict[str, Any]] = {}
+    for p in tj.search.space:
+        section, name = p.key.split(".", 1)
+        point.setdefault(section, {})[name] = values[section][name]
+    return point
 
 
 def param_space(space: tuple[Param, ...]) -> dict[str, dict[str, Any]]:
@@ -502,7 +522,7 @@ def _trial(config: dict[str, Any], *, base: dict[str, Any], ctx: dict[str, Any])
 def _use_driver_settings(ctx: dict[str, Any]) -> None:
     """Trials run in other processes: use the search driver's MLflow store and work directory."""
     os.environ["MLFLOW_TRACKING_URI"] = ctx["tracking_uri"]
-    ray_training.RUNS_DIR = Path(ctx["runs_dir"])
+    os.environ["MTCORE_HOME"] = ctx["runs_dir"]
     # The workers of a trial ASHA has just stopped are released asynchronously (Ray removes their
     # placement group once the stopped trial's Train controller is gone); on a busy machine that can take
     # longer than Train's default 60 s wait for a worker group. The next trial waits instead of failing.
@@ -666,14 +686,15 @@ def _scheduler(tj: TuneJob):
 def _searcher(tj: TuneJob, concurrent: int):
     from ray.tune.search import BasicVariantGenerator
 
+    points = [base_point(tj)] if tj.search.start_from_base else None
     if tj.search.search == "random":  # Tune ignores max_concurrent_trials for a generator: it limits itself
-        return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent)
+        return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent, points_to_evaluate=points)
     if importlib.util.find_spec("optuna") is None:
         raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
                         "(or use --search random)")
     from ray.tune.search.optuna import OptunaSearch
 
-    return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed)
+    return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed, points_to_evaluate=points)
 
 
 def plan_search(tj: TuneJob) -> ResourcePlan:
@@ -698,7 +719,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     init_ray()
     plan = plan_resources(tj.search, available_cpus(), available_gpus())
     name = tj.search_name()
-    storage = ray_training.RUNS_DIR / "ray_tune"
+    storage = home() / "ray_tune"
     path = storage / name
     exists = (path / "tuner.pkl").is_file()
     if resume and not exists:
@@ -715,7 +736,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
     parent_id = _open_parent_run(tj, name, plan, train_data, resume)
     ctx = {
-        "tracking_uri": tracking.tracking_uri(), "runs_dir": str(ray_training.RUNS_DIR), "parent_run_id": parent_id,
+        "tracking_uri": tracking.tracking_uri(), "runs_dir": str(home()), "parent_run_id": parent_id,
         "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu,
     }
     # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
