@@ -4,9 +4,10 @@ Every search is written once over a *stepper* that returns next-token log-probab
 for a batch of prefixes:
 - `_CachedStepper` feeds one new position per step (`model.decode_step`). Transformer:
   self-attention keys/values grow by one position, cross-attention keys/values are
-  projected once per source and reordered with the beams. RNN (`mtcore.nmt.rnn`): the cache is
-  the recurrent state and the last attentional vector (fixed size), plus the encoder states
-  and their attention keys, computed once per source; all are reordered with the beams;
+  projected once per source. RNN (`mtcore.nmt.rnn`): the cache is the recurrent state and the
+  last attentional vector (fixed size), plus the encoder states and their attention keys,
+  computed once per source. The target side is reordered with the beams; the source side is
+  the same for every beam of a sentence, so it is only cut when sentences leave the batch;
 - `_NaiveStepper` re-runs the decoder over the whole prefix each step (the Annotated
   Transformer's `greedy_decode`), kept as the reference for tests and benchmarks.
 Both must give the same output (`use_cache=False` selects the naive one).
@@ -54,6 +55,14 @@ class _CachedStepper:
         for layer_cache in self.cache:
             layer_cache.reorder(index)
 
+    def reorder_beams(self, index: torch.Tensor, source_rows: torch.Tensor | None) -> None:
+        """`reorder` for beams that move within their sentence: the source side (mask, cross-attention
+        keys/values) is the same for every beam of a sentence, so it is only cut when sentences finish."""
+        if source_rows is not None:
+            self.src_mask = self.src_mask.index_select(0, source_rows)
+        for layer_cache in self.cache:
+            layer_cache.reorder_beams(index, source_rows)
+
 
 class _NaiveStepper:
     def __init__(self, model: Seq2Seq, src: torch.Tensor):
@@ -65,6 +74,10 @@ class _NaiveStepper:
 
     def reorder(self, index: torch.Tensor) -> None:
         self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
+
+    def reorder_beams(self, index: torch.Tensor, source_rows: torch.Tensor | None) -> None:
+        if source_rows is not None:  # the prefix is fed whole each step: only the source side is state
+            self.reorder(source_rows)
 
 
 def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
@@ -208,6 +221,7 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
     tokens = torch.full((B * k, 1), BOS_ID, dtype=torch.long, device=dev)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    n_finished = torch.zeros(B, dtype=torch.long, device=dev)  # len(finished[i]), without a Python loop per step
     rank_2k = torch.arange(2 * k, device=dev)
     beam_range = torch.arange(k, device=dev)
     for t in range(int(limits.max())):
@@ -217,9 +231,11 @@ def beam_search(
         origin, tok = top_idx // V, top_idx % V  # (n, 2k) beam each candidate extends, its token
         is_eos = tok == EOS_ID
         lp_now = length_penalty(length, len_penalty)
-        for r, c in (is_eos[:, :k] & top_scores[:, :k].isfinite()).nonzero().tolist():
+        eos_hits = is_eos[:, :k] & top_scores[:, :k].isfinite()
+        for r, c in eos_hits.nonzero().tolist():
             prefix = tokens[r * k + origin[r, c], 1:].tolist()
             finished[alive[r]].append((top_scores[r, c].item() / lp_now, prefix))
+        n_finished[alive] += eos_hits.sum(dim=1)
         live = (is_eos.long() * 2 * k + rank_2k).argsort(dim=1)[:, :k]  # (n, k) best k non-EOS candidates
         scores, origin, tok = top_scores.gather(1, live), origin.gather(1, live), tok.gather(1, live)
         reorder = (torch.arange(n, device=dev)[:, None] * k + origin).view(-1)  # (n * k,)
@@ -229,15 +245,15 @@ def beam_search(
             for j in range(k):
                 if scores[r, j].isfinite():
                     finished[alive[r]].append((scores[r, j].item() / lp_now, tokens[r * k + j, 1:].tolist()))
-        n_done = torch.tensor([len(finished[i]) for i in alive.tolist()], device=dev)
-        done = at_limit | (n_done >= k)
+        done = at_limit | (n_finished[alive] >= k)  # (sentences at their limit need no count: they are done)
         if done.all():
             break
+        source_rows = None  # beams moved within their sentences: the source side stays
         if done.any():
             keep = (~done).nonzero().flatten()
             rows = (keep[:, None] * k + beam_range).view(-1)
-            alive, scores, tokens, reorder = alive[keep], scores[keep], tokens[rows], reorder[rows]
-        stepper.reorder(reorder)
+            alive, scores, tokens, reorder, source_rows = alive[keep], scores[keep], tokens[rows], reorder[rows], rows
+        stepper.reorder_beams(reorder, source_rows)
     results = [sorted(f, key=lambda h: -h[0])[:n_best] for f in finished]
     if n_best == 1:
         return [r[0][1] for r in results]

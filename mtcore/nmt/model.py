@@ -199,6 +199,13 @@ class LayerCache:
         self.self_kv.reorder(index)
         self.cross_kv.reorder(index)
 
+    def reorder_beams(self, index: torch.Tensor, source_rows: torch.Tensor | None) -> None:
+        """Beam search: the self-attention cache takes rows `index`; the cross-attention cache, whose
+        rows are equal for all beams of a sentence, only changes when sentences leave (`source_rows`)."""
+        self.self_kv.reorder(index)
+        if source_rows is not None:
+            self.cross_kv.reorder(source_rows)
+
 
 # --------------------------------------------------------------------------- model
 

@@ -118,6 +118,17 @@ class RNNCache:
             self.hidden = self.hidden.index_select(1, index)
         self.feed, self.memory, self.keys = (t.index_select(0, index) for t in (self.feed, self.memory, self.keys))
 
+    def reorder_beams(self, index: torch.Tensor, source_rows: torch.Tensor | None) -> None:
+        """Beam search: the recurrent state follows the beams; the encoder states and keys, equal for
+        every beam of a sentence, only change when sentences leave (`source_rows`)."""
+        if isinstance(self.hidden, tuple):
+            self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
+        else:
+            self.hidden = self.hidden.index_select(1, index)
+        self.feed = self.feed.index_select(0, index)
+        if source_rows is not None:
+            self.memory, self.keys = self.memory.index_select(0, source_rows), self.keys.index_select(0, source_rows)
+
 
 # --------------------------------------------------------------------------- model
 
