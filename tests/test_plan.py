@@ -190,3 +190,13 @@ def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 × GPU (cluster: 2 CPUs, 2 GPUs), backend nccl" in proc.stdout
     assert "bf16 autocast" in proc.stdout and "8,192 tokens per worker × 2 accumulation × 2 workers" in proc.stdout
+
+
+def test_a_search_re_picks_auto_for_its_trial_budget():
+    from mtcore.distributed.tuning import DEFAULT_SEARCH, TuneJob, base_point
+
+    default = TuneJob.load(DEFAULT_SEARCH)
+    assert default.base.run.model.d_model == 64 and "tiny" in default.base.preset_note  # 3-minute trials
+    longer = TuneJob.load(DEFAULT_SEARCH, ["train.time_budget_min=12"])
+    assert longer.base.run.model.d_model == 128 and longer.base.run.train.time_budget_min == 12
+    assert default.search.start_from_base and base_point(default)["train"]["lr_scale"] == default.base.run.train.lr_scale

@@ -1,6 +1,7 @@
 """Search Transformer hyperparameters with Ray Tune; every trial is a Ray Train DDP run tracked in MLflow.
 
-    python experiments/tune_transformer.py                                  # 4 trials of a reduced `small`, ASHA
+    python experiments/tune_transformer.py                                  # 4 trials of 3 min around the default, ASHA
+    python experiments/tune_transformer.py train.time_budget_min=10         # 10-minute trials (preset auto re-picks)
     python experiments/tune_transformer.py --num-samples 8 --scheduler fifo --time-budget 30
     python experiments/tune_transformer.py --search optuna                  # needs: pip install 'mtcore[optuna]'
     python experiments/tune_transformer.py --resume                         # continue an interrupted search
@@ -8,7 +9,9 @@
     python experiments/tune_transformer.py --workers-per-trial 1 train.max_steps=400
     python experiments/tune_transformer.py --data runs/backtranslate --dry-run     # the resource plan, on the augmented set
 
-The search space is the `search:` section of the config (the default: mtcore/distributed/default_search.yaml).
+The search space is the `search:` section of the config (the default: mtcore/distributed/default_search.yaml,
+which searches heads, warmup, label smoothing and the learning-rate scale around the job `preset: auto`
+trains for the trial budget, and runs that job's own values as its first trial).
 Resources: workers per trial × concurrent trials never exceed the CPUs (GPUs); on 2 CPUs the
 default is one trial at a time on 2 DDP workers (`--workers-per-trial 1` runs 2 trials × 1 worker).
 The search is a parent MLflow run (experiment tune_transformer) with one child run per trial; the
