@@ -161,6 +161,8 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     assert out.test["test/bleu_signature"].startswith("nrefs:1") and out.test["test/bleu"] >= 0
     table = tuning.format_table(out.rows, tj.search.space)
     assert "FAILED" in table and "stopped early" in table and "max_positions" in table
+    # The trials ASHA stopped gave their workers back (Train's own cleaner cannot, without the dashboard).
+    assert not held_worker_groups()
 
     client = mlflow.MlflowClient(mlflow_uri)
     experiment = client.get_experiment_by_name("tune_transformer")
@@ -203,6 +205,27 @@ def test_start_from_base_is_checked():
         TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": "yes please"}})
     with pytest.raises(ConfigError, match="do not mix"):
         TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": True, "space": {"model.heads": {"grid": [2, 4]}}}})
+
+
+def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri, runs_dir, toy_corpus):
+    # One trial at a time on both CPUs; the middle one cannot learn (lr_scale 0.001), so ASHA stops it
+    # while its Train run would go on to step 200. The third trial needs that run's CPUs: before the
+    # fix its placement group outlived it and the third trial waited for it, then failed.
+    space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0]}}
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=200", "train.validate_every=8"], num_samples=1,
+                     workers_per_trial=2, register_as="-")
+    out = tuning.run_search(tj, verbose=0)
+    assert [r.values["train.lr_scale"] for r in out.rows] == [2.0, 0.001, 3.0]
+    assert out.rows[1].stopped_early and out.rows[2].status != "FAILED" and out.rows[2].steps > 0, out.rows
+    assert not held_worker_groups()
+
+
+def held_worker_groups() -> list[str]:
+    """Placement groups that still hold CPUs: a stopped trial's, if it leaked."""
+    from ray.util import placement_group_table
+
+    return [pid for pid, pg in placement_group_table().items()
+            if pg["state"] != "REMOVED" and any("CPU" in bundle for bundle in pg["bundles"].values())]
 
 
 class InterruptAfterFirstTrial(Callback):

@@ -474,6 +474,45 @@ def _validation_callback():
     return ValidationReportCallback()
 
 
+def release_placement_group(hex_id: str) -> bool:
+    """Remove a placement group that still holds resources; True if it did."""
+    import ray
+    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
+
+    group = PlacementGroup(ray.PlacementGroupID(bytes.fromhex(hex_id)))
+    if placement_group_table(group).get("state") in (None, "REMOVED"):
+        return False
+    remove_placement_group(group)
+    return True
+
+
+def _release_callback():
+    """A Tune callback that gives back the workers of every trial that has ended.
+
+    When ASHA stops a trial, Tune kills it and its Ray Train controller dies with it. Train's
+    PlacementGroupCleaner should then remove the workers' placement group, but it asks the State
+    API whether the controller is alive, which needs the dashboard (mtcore starts Ray without one):
+    it never gets an answer, the group keeps its CPUs, and the next trial waits for them until
+    RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and fails. Each run reports its group with every
+    validation (`ray_training.PLACEMENT_GROUP_KEY`); this removes it when Tune ends the trial
+    (a run that ended by itself has removed it already)."""
+    from ray.tune import Callback
+
+    class ReleaseStoppedTrials(Callback):
+        def _release(self, trial) -> None:
+            hex_id = (trial.last_result or {}).get(ray_training.PLACEMENT_GROUP_KEY)
+            if hex_id and release_placement_group(hex_id):
+                log.info("trial %s: released its workers' placement group", trial.trial_id)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._release(trial)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._release(trial)
+
+    return ReleaseStoppedTrials()
+
+
 def trial_job(base: TrainingJob, values: dict[str, Any], trial_id: str, plan: dict[str, Any]) -> TrainingJob:
     """The trial's job: base + sampled values, named by trial id and logged in the search's experiment."""
     job = apply_overrides(base, values)
@@ -523,9 +562,9 @@ def _use_driver_settings(ctx: dict[str, Any]) -> None:
     """Trials run in other processes: use the search driver's MLflow store and work directory."""
     os.environ["MLFLOW_TRACKING_URI"] = ctx["tracking_uri"]
     os.environ["MTCORE_HOME"] = ctx["runs_dir"]
-    # The workers of a trial ASHA has just stopped are released asynchronously (Ray removes their
-    # placement group once the stopped trial's Train controller is gone); on a busy machine that can take
-    # longer than Train's default 60 s wait for a worker group. The next trial waits instead of failing.
+    # The workers of a trial ASHA has just stopped are released asynchronously (`_release_callback`
+    # removes their placement group when Tune ends the trial); on a busy machine that can take longer
+    # than Train's default 60 s wait for a worker group. The next trial waits instead of failing.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(WORKER_GROUP_START_TIMEOUT_S))
 
 
@@ -758,7 +797,8 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                 max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
                 time_budget_s=tj.search.time_budget_min * 60 or None,
             ),
-            run_config=tune.RunConfig(name=name, storage_path=str(storage), callbacks=tune_callbacks, verbose=verbose),
+            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=verbose,
+                                     callbacks=[_release_callback(), *(tune_callbacks or [])]),
         )
     fit_start = time.perf_counter()
     grid = tuner.fit()
