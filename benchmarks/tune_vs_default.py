@@ -19,6 +19,7 @@ import os
 import platform
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     trial = tj.base
     budget = trial.run.train.time_budget_min
     same_test = [f"job.test_limit={trial.job.test_limit}", f"job.test_beam={trial.job.test_beam}"]
-    default = TrainingJob.load(DEFAULT_JOB, [f"train.time_budget_min={budget}", *same_test, "job.run_name=bench-default"])
+    default = TrainingJob.load(DEFAULT_JOB, [f"train.time_budget_min={budget}", *same_test,
+                                                 f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
     print(f"anchor: the default job with train.time_budget_min={budget} ({default.preset_note})", flush=True)
     anchor = run_training(default)
     print(f"anchor: test BLEU {anchor.test['test/bleu']:.2f}, best dev BLEU {anchor.best_dev_bleu:.2f}, "

@@ -161,8 +161,6 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     assert out.test["test/bleu_signature"].startswith("nrefs:1") and out.test["test/bleu"] >= 0
     table = tuning.format_table(out.rows, tj.search.space)
     assert "FAILED" in table and "stopped early" in table and "max_positions" in table
-    # The trials ASHA stopped gave their workers back (Train's own cleaner cannot, without the dashboard).
-    assert not held_worker_groups()
 
     client = mlflow.MlflowClient(mlflow_uri)
     experiment = client.get_experiment_by_name("tune_transformer")
@@ -207,10 +205,11 @@ def test_start_from_base_is_checked():
         TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": True, "space": {"model.heads": {"grid": [2, 4]}}}})
 
 
-def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri, runs_dir, toy_corpus):
+def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri, runs_dir, toy_corpus, monkeypatch):
     # One trial at a time on both CPUs; the middle one cannot learn (lr_scale 0.001), so ASHA stops it
     # while its Train run would go on to step 200. The third trial needs that run's CPUs: before the
     # fix its placement group outlived it and the third trial waited for it, then failed.
+    monkeypatch.setattr(tuning, "UNUSED_GROUP_S", 15)  # the driver's callback: sooner than the default, for the test
     space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0]}}
     tj = tiny_search(toy_corpus, space, ["train.max_steps=200", "train.validate_every=8"], num_samples=1,
                      workers_per_trial=2, register_as="-")
@@ -221,7 +220,7 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
 
 
 def held_worker_groups() -> list[str]:
-    """Placement groups that still hold CPUs: a stopped trial's, if it leaked."""
+    """Placement groups that still reserve CPUs: a stopped trial's, if it leaked."""
     from ray.util import placement_group_table
 
     return [pid for pid, pg in placement_group_table().items()

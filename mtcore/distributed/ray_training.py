@@ -33,11 +33,6 @@ from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
 
-# Reported with every validation: the placement group of the run's workers (hex id). Ray Train's own
-# cleaner cannot see a killed controller without the dashboard, so a Tune search removes the group of
-# a trial it stopped itself (`tuning.ReleaseStoppedTrials`).
-PLACEMENT_GROUP_KEY = "mtcore/placement_group"
-
 log = logging.getLogger(__name__)
 
 os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # the default since Ray 2.51; explicit for older clusters
@@ -308,13 +303,9 @@ def train_worker(config: dict[str, Any]) -> None:
         progress.step(metrics)
         ray.train.report(metrics)
 
-    group = ray.util.get_current_placement_group()  # the worker group's: a search releases it (`tuning`)
-    where = {PLACEMENT_GROUP_KEY: group.id.hex()} if group is not None else {}
-
     def on_validation(metrics: dict[str, float], ts) -> None:
         mlflow_log.log(metrics, int(metrics["step"]))
         progress.validation(metrics, ts.best_bleu)
-        metrics = {**metrics, **where}
         if rank != 0:
             ray.train.report(metrics)
             return

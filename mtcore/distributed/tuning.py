@@ -84,6 +84,7 @@ SEARCHERS = ("random", "optuna")
 MAX_COMBINATIONS = 20_000  # beyond this, combinations are checked pairwise instead of all together
 SEARCHABLE = {"model": ModelConfig, "train": TrainConfig}
 WORKER_GROUP_START_TIMEOUT_S = 900
+UNUSED_GROUP_S = 60  # a worker group of the search this long without workers belongs to a stopped trial
 STOPPED_TRIAL_KILL_S = 10  # see run_search: how long a stopped trial may take to end before Tune kills it
 TRIAL_DRIVER_RESOURCES = {"CPU": 0, "memory": 256 * 1024**2}  # a trial's driver function waits on its Train run
 
@@ -474,41 +475,48 @@ def _validation_callback():
     return ValidationReportCallback()
 
 
-def release_placement_group(hex_id: str) -> bool:
-    """Remove a placement group that still holds resources; True if it did."""
+def unused_worker_groups(job_hex: str) -> set[str]:
+    """Placement groups of this job (hex ids) that reserve CPUs and have no actor placed in them."""
     import ray
-    from ray.util.placement_group import PlacementGroup, placement_group_table, remove_placement_group
 
-    group = PlacementGroup(ray.PlacementGroupID(bytes.fromhex(hex_id)))
-    if placement_group_table(group).get("state") in (None, "REMOVED"):
-        return False
-    remove_placement_group(group)
-    return True
+    total, free, prefix = ray.cluster_resources(), ray.available_resources(), "bundle_group_"
+    return {key[len(prefix):] for key, amount in total.items()
+            if key.startswith(prefix) and "_" not in key[len(prefix):]  # the whole group, not one bundle
+            and key.endswith(job_hex) and f"CPU_group_{key[len(prefix):]}" in total and free.get(key, 0) >= amount}
 
 
 def _release_callback():
-    """A Tune callback that gives back the workers of every trial that has ended.
+    """A Tune callback that gives back the CPUs of trials ASHA stopped.
 
-    When ASHA stops a trial, Tune kills it and its Ray Train controller dies with it. Train's
+    When Tune stops a trial it kills it, and the trial's Ray Train controller dies with it. Train's
     PlacementGroupCleaner should then remove the workers' placement group, but it asks the State
     API whether the controller is alive, which needs the dashboard (mtcore starts Ray without one):
     it never gets an answer, the group keeps its CPUs, and the next trial waits for them until
-    RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and fails. Each run reports its group with every
-    validation (`ray_training.PLACEMENT_GROUP_KEY`); this removes it when Tune ends the trial
-    (a run that ended by itself has removed it already)."""
+    RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and fails. A live run's group always has its workers
+    placed in it (bar the seconds while they start); one of this job that has had no actor for
+    UNUSED_GROUP_S belongs to a dead run, and is removed."""
+    import ray
     from ray.tune import Callback
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
 
     class ReleaseStoppedTrials(Callback):
-        def _release(self, trial) -> None:
-            hex_id = (trial.last_result or {}).get(ray_training.PLACEMENT_GROUP_KEY)
-            if hex_id and release_placement_group(hex_id):
-                log.info("trial %s: released its workers' placement group", trial.trial_id)
+        def __init__(self):
+            self.job_hex = ray.get_runtime_context().get_job_id()
+            self.unused_since: dict[str, float] = {}
+            self.checked = 0.0
 
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            self._release(trial)
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            self._release(trial)
+        def on_step_end(self, iteration, trials, **info):
+            now = time.monotonic()
+            if now - self.checked < 5:
+                return
+            self.checked = now
+            unused = unused_worker_groups(self.job_hex)
+            self.unused_since = {g: self.unused_since.get(g, now) for g in unused}
+            for group, since in list(self.unused_since.items()):
+                if now - since >= UNUSED_GROUP_S:
+                    remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
+                    del self.unused_since[group]
+                    log.info("released the CPUs of a stopped trial (placement group %s)", group[:8])
 
     return ReleaseStoppedTrials()
 
@@ -563,8 +571,8 @@ def _use_driver_settings(ctx: dict[str, Any]) -> None:
     os.environ["MLFLOW_TRACKING_URI"] = ctx["tracking_uri"]
     os.environ["MTCORE_HOME"] = ctx["runs_dir"]
     # The workers of a trial ASHA has just stopped are released asynchronously (`_release_callback`
-    # removes their placement group when Tune ends the trial); on a busy machine that can take longer
-    # than Train's default 60 s wait for a worker group. The next trial waits instead of failing.
+    # removes their placement group UNUSED_GROUP_S after they are gone), which is longer than Train's
+    # default 60 s wait for a worker group. The next trial waits instead of failing.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(WORKER_GROUP_START_TIMEOUT_S))
 
 
