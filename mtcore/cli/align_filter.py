@@ -23,7 +23,7 @@ from mtcore.data.text_export import FORMATS, export_text
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
-from mtcore.data.corpus import spool_stdin
+from mtcore.data.corpus import corpus_argument
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
@@ -60,9 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.input == "-":
-        args.input = str(spool_stdin(home() / "stdin"))
-        print(f"stdin saved as {args.input}", flush=True)
+    args.input = corpus_argument(args.input, home() / "stdin")
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
                        calibration=args.calibration, max_false_reject=args.max_false_reject)
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)

@@ -20,7 +20,7 @@ import sys
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.cleaning import clean_dataset, load_config
-from mtcore.data.corpus import spool_stdin
+from mtcore.data.corpus import corpus_argument
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
@@ -48,9 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = load_config(args.config)  # every config error surfaces before any work
-    if args.input == "-":
-        args.input = str(spool_stdin(home() / "stdin"))
-        print(f"stdin saved as {args.input}", flush=True)
+    args.input = corpus_argument(args.input, home() / "stdin")
     if args.langs:
         src, _, tgt = args.langs.partition("-")
         cfg = cfg.with_languages(src, tgt)

@@ -236,6 +236,11 @@ def spool_stdin(folder: Path, stream: BinaryIO | None = None) -> Path:
     return path
 
 
+def corpus_argument(value: str, stdin_folder: Path) -> str:
+    """A corpus option's value as a path: `-` (TSV on stdin) is saved under `stdin_folder` first."""
+    return str(spool_stdin(stdin_folder)) if value == "-" else value
+
+
 def read_corpus(path: str | Path, **kwargs) -> pa.Table:
     """Strict reading: the table, or an error naming the culprit."""
     return load_corpus(path, strict=True, **kwargs).table
