@@ -38,7 +38,7 @@ def plain_loop(model_dir: str, texts: list[str], cfg: BTConfig) -> float:
     ckpt = load_checkpoint(model_dir)
     t0 = time.perf_counter()
     for i in range(0, len(texts), BATCH_SIZE):
-        translate_texts(ckpt, texts[i:i + BATCH_SIZE], cfg.mode, cfg.beam, cfg.top_k, cfg.temperature, cfg.seed)
+        translate_texts(ckpt, texts[i:i + BATCH_SIZE], cfg.mode, cfg.decode(), cfg.seed)
     return len(texts) / (time.perf_counter() - t0)
 
 

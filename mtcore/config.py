@@ -215,11 +215,92 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         return _from_dict(cls, d, "train")
 
+    def validation_decode(self) -> DecodeConfig:
+        return DecodeConfig(beam=self.beam, len_penalty=self.len_penalty, max_len_a=self.max_len_a,
+                            max_len_b=self.max_len_b, batch_size=64)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def with_overrides(self, overrides: list[str]) -> TrainConfig:
         return _apply_overrides(self, overrides, "train")
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling instead of search (back-translation's `sample` mode, `translate --sample`)."""
+
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = no top-k filter
+    top_p: float = 1.0  # nucleus (Holtzman et al. 2020); 1.0 = no filter
+
+    def __post_init__(self):
+        if self.temperature <= 0:
+            raise ConfigError(f"`temperature` ({self.temperature}) must be positive")
+        if self.top_k < 0:
+            raise ConfigError(f"`top_k` ({self.top_k}) must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"`top_p` ({self.top_p}) must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How a model decodes, in one place: test evaluation, `translate`, back-translation, validation
+    during training and the MLflow pyfunc model all take one of these.
+
+    `beam` 1 = greedy; `sampling` set = sampling (`beam` is then ignored)."""
+
+    beam: int = 5
+    len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE
+    max_len_a: float = 1.5  # output stops at a * source tokens + b
+    max_len_b: int = 10
+    batch_size: int = 32  # sentences per batch (sorted by length)
+    n_best: int = 1  # hypotheses kept per source (<= beam)
+    sampling: Sampling | None = None
+
+    def __post_init__(self):
+        for name in ("beam", "batch_size", "n_best"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"`{name}` ({getattr(self, name)!r}) must be an integer >= 1")
+        if self.max_len_a <= 0:
+            raise ConfigError(f"`max_len_a` ({self.max_len_a}) must be positive")
+        for name in ("len_penalty", "max_len_b"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
+        if self.n_best > self.beam or (self.n_best > 1 and self.sampling is not None):
+            raise ConfigError(f"`n_best` ({self.n_best}) needs beam search with `beam` >= {self.n_best}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DecodeConfig:
+        d = dict(d)
+        sampling = d.pop("sampling", None)
+        cfg = _from_dict(cls, d, "decode")
+        return cfg if sampling is None else dataclasses.replace(cfg, sampling=_from_dict(Sampling, sampling, "decode.sampling"))
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> DecodeConfig:
+        """From flat key/value params whose values may be strings (MLflow inference params, `key=value`)."""
+        params = dict(params or {})
+        _check_keys(cls, params, "decode")
+        hints = typing.get_type_hints(cls)
+        values = {k: parse_value(v, hints[k], f"decode.{k}") if isinstance(v, str) else v for k, v in params.items()}
+        if "sampling" in values:
+            raise ConfigError("`decode.sampling` cannot be given as a param; use beam search here")
+        return _from_dict(cls, values, "decode")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> DecodeConfig:
+        """A copy with some fields changed; unknown names are an error with a suggestion."""
+        _check_keys(type(self), changes, "decode")
+        return dataclasses.replace(self, **changes)
+
+
+GREEDY = DecodeConfig(beam=1)
 
 
 # --------------------------------------------------------------------------- a run = model + train

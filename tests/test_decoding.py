@@ -134,3 +134,47 @@ def test_noise_text_keeps_the_tag_and_never_empties():
     out = noise_text(f"{BT_TAG} tôi thấy con mèo", random.Random(3))
     assert out.split()[0] == BT_TAG
     assert noise_words(["một"], random.Random(0), p_delete=1.0) == ["một"]
+
+
+# --------------------------------------------------------------------------- DecodeConfig: one home for decoding settings
+
+
+def test_every_decoding_entry_point_takes_its_defaults_from_decode_config():
+    from mtcore.backtranslation.config import BTConfig
+    from mtcore.config import DecodeConfig, TrainConfig
+    from mtcore.nmt.translate import build_parser, decode_config
+
+    args = build_parser().parse_args(["--model", "m"])
+    assert decode_config(args) == DecodeConfig()
+    train = TrainConfig(beam=3, len_penalty=0.2, max_len_a=2.0, max_len_b=4)
+    assert train.validation_decode() == DecodeConfig(beam=3, len_penalty=0.2, max_len_a=2.0, max_len_b=4, batch_size=64)
+    assert BTConfig(mode="beam", beam=4).decode() == DecodeConfig(beam=4)
+    sampled = BTConfig(mode="sample", top_k=7, temperature=0.5).decode()
+    assert (sampled.sampling.top_k, sampled.sampling.temperature) == (7, 0.5)
+
+
+def test_decode_config_names_the_key_at_fault():
+    from mtcore.config import ConfigError, DecodeConfig
+
+    with pytest.raises(ConfigError, match="did you mean `beam`"):
+        DecodeConfig().replace(beams=2)
+    with pytest.raises(ConfigError, match="`n_best` \\(3\\) needs beam search with `beam` >= 3"):
+        DecodeConfig(beam=2, n_best=3)
+    with pytest.raises(ConfigError, match="`batch_size`"):
+        DecodeConfig(batch_size=0)
+    with pytest.raises(ConfigError, match="`decode.beam` must be int"):
+        DecodeConfig.from_params({"beam": "five"})
+    assert DecodeConfig.from_params({"beam": "2", "len_penalty": "0"}) == DecodeConfig(beam=2, len_penalty=0.0)
+
+
+def test_a_decode_config_and_the_same_keywords_decode_alike():
+    from mtcore.config import DecodeConfig
+    from mtcore.nmt.decoding import translate_ids
+
+    model, src = model_and_sources(3, batch=4)
+    sources = [[t for t in row if t != PAD_ID] for row in src.tolist()]
+    cfg = DecodeConfig(beam=3, len_penalty=0.0, max_len_a=1.0, max_len_b=3, batch_size=2)
+    assert translate_ids(model, sources, cfg) == translate_ids(model, sources, beam=3, len_penalty=0.0, max_len_a=1.0,
+                                                              max_len_b=3, batch_size=2)
+    assert translate_ids(model, sources) == translate_ids(model, sources, DecodeConfig(beam=1))  # the default is greedy
+    assert translate_ids(model, sources, cfg, beam=1) == translate_ids(model, sources, cfg.replace(beam=1))

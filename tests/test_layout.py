@@ -88,3 +88,22 @@ def test_no_import_cycles():
     for m in sorted(graph):
         if not state.get(m):
             visit(m)
+
+
+def third_party_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+    return found
+
+
+def test_only_the_tracking_package_talks_to_mlflow():
+    """Every stage tracks through `mtcore.tracking.run.tracked_run`/`open_run`: one place opens, tags and
+    ends runs (FAILED on error), so no module outside `mtcore/tracking/` imports mlflow."""
+    outside = sorted(module_name(p) for p in PKG.rglob("*.py")
+                     if "mlflow" in third_party_imports(p) and concept(module_name(p)) != "tracking")
+    assert outside == []
+    assert "mlflow" in third_party_imports(PKG / "tracking" / "run.py")  # the check sees imports at all

@@ -161,5 +161,16 @@ def test_translator_is_logged_as_code_not_a_pickle(mlflow_uri, tmp_path):
     local = Path(mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/translator", dst_path=str(tmp_path / "dl")))
     assert "translator_model.py" in (local / "MLmodel").read_text()
     assert not list(local.rglob("python_model.pkl"))
-    out = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator").predict(["Open the file"], params={"beam": 1})
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator")
+    out = model.predict(["Open the file"], params={"beam": 1})
     assert len(out) == 1 and isinstance(out[0], str)
+    # the params reach the decoder: the same settings through mtcore's own call, and a length limit that bites
+    from mtcore.config import DecodeConfig
+    from mtcore.nmt.checkpoint import load_checkpoint
+    from mtcore.nmt.decoding import translate
+
+    own = load_checkpoint(ckpt)
+    assert out == translate(own.model, own.tokenizer, ["Open the file"], DecodeConfig(beam=1))
+    assert model.predict(["Open the file"]) == translate(own.model, own.tokenizer, ["Open the file"], DecodeConfig())
+    short = model.predict(["Open the file"], params={"beam": 1, "max_len_a": 0.01, "max_len_b": 0})
+    assert len(short[0]) < len(out[0])

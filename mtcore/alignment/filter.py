@@ -547,21 +547,22 @@ def _track(cfg: FilterConfig, report, output: Path, input_path) -> str | None:
     try:
         from mtcore import tracking
 
-        mlflow = tracking.setup(EXPERIMENT)
+        from mtcore.tracking.run import tracked_run
+
         tags = tracking.standard_tags("pipelines/align_filter.py", input_path)
-        with mlflow.start_run(run_name=run_name(cfg, input_path), tags=tags) as run:
-            mlflow.log_params(tracking.flatten(_jsonable(asdict(cfg))) | {"input": str(input_path)})
+        params = tracking.flatten(_jsonable(asdict(cfg))) | {"input": str(input_path)}
+        with tracked_run(EXPERIMENT, run_name(cfg, input_path), tags=tags, params=params) as run:
             d = report.to_dict()
             cal = d.get("calibration") or {}
-            mlflow.log_metrics(
+            run.log_metrics(
                 {"input": d["input"], "kept": d["kept"], "rejected": d["rejected_total"], "threshold": d["threshold"]}
                 | {k: v for k, v in d["timing"].items() if isinstance(v, (int, float))}
                 | {f"calibration.{k}": v for k, v in cal.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
             )
-            mlflow.set_tag("calibration.method", str(cal.get("method", "")))
-            mlflow.log_artifact(str(output / "report.json"))
-            mlflow.log_artifact(str(output / "histogram.png"), artifact_path="plots")
-            return run.info.run_id
+            run.set_tags({"calibration.method": str(cal.get("method", ""))})
+            run.log_artifact(output / "report.json")
+            run.log_artifact(output / "histogram.png", "plots")
+            return run.run_id
     except Exception as err:  # noqa: BLE001 - never lose a finished stage over the dashboard
         log.warning("MLflow logging failed: %s", err)
         return None

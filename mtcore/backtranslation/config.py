@@ -44,6 +44,13 @@ class BTConfig:
     reverse_vocab: int = 8000
     overwrite: bool = False
 
+    def decode(self):
+        """How the reverse model decodes: beam search, or top-k sampling in `sample` mode."""
+        from mtcore.config import DecodeConfig, Sampling
+
+        sampling = Sampling(temperature=self.temperature, top_k=self.top_k) if self.mode == "sample" else None
+        return DecodeConfig(beam=self.beam, sampling=sampling)
+
     def __post_init__(self):
         if self.mode not in MODES:
             raise BTError(f"--mode must be one of {list(MODES)}, not {self.mode!r}")

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -101,12 +101,9 @@ def check_reverse_model(spec: str, mono_sample: list[str]) -> str | None:
 def resolve_model_dir(spec: str) -> Path:
     """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
     if "://" in spec or spec.startswith(("runs:/", "models:/")):
-        import mlflow
+        from mtcore.tracking.run import download
 
-        from mtcore import tracking
-
-        mlflow.set_tracking_uri(tracking.tracking_uri())
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=spec))
+        local = download(spec)
         found = [p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file()]
         if not found:
             raise BTError(f"--reverse-model {spec}: no mtcore checkpoint (config.json + spm.model) inside")
@@ -291,7 +288,8 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
 
         load_encoder(cfg.encoder)  # raises the "how to get it" error now, not after an hour
 
-    run_id = _open_run(cfg)
+    tracked = _open_run(cfg)
+    run_id = tracked.run_id if tracked is not None else None
     reused, reports = [], {}
 
     def run(name, fn, *args):
@@ -304,22 +302,28 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
             reports[name] = fn(cfg, stage, *args)
         return stage.path
 
-    cleaned = run("clean", stage_clean) / "kept"
-    aligned = run("align_filter", stage_align, cleaned) / "kept"
-    run("reverse_model", stage_reverse, aligned, given, run_id)
-    checkpoint = reports["reverse_model"]["checkpoint"]
-    n_real = reports["align_filter"]["kept"]
-    selected = run("select_mono", stage_select, mono, n_real) / "selected.parquet"
-    translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"
-    threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
-    synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
-    assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
+    try:
+        cleaned = run("clean", stage_clean) / "kept"
+        aligned = run("align_filter", stage_align, cleaned) / "kept"
+        run("reverse_model", stage_reverse, aligned, given, run_id)
+        checkpoint = reports["reverse_model"]["checkpoint"]
+        n_real = reports["align_filter"]["kept"]
+        selected = run("select_mono", stage_select, mono, n_real) / "selected.parquet"
+        translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"
+        threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
+        synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
+        assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
+    except BaseException:
+        if tracked is not None:
+            with contextlib.suppress(Exception):  # the stage's error is the one to report
+                tracked.end("FAILED")
+        raise
 
     stage_list = [reports[n] for n in STAGES]
     _write_job_report(root, cfg, stage_list, reused)
     write_data_pointer(root, assembled, stages["assemble"].hash, run_id)
     elapsed = time.perf_counter() - t0
-    _log_run(run_id, cfg, reports, root, synthetic, elapsed)
+    _log_run(tracked, cfg, reports, root, synthetic, elapsed)
     return BTResult(root, assembled, stage_list, reused, checkpoint, reports["reverse_model"].get("dev_bleu"), run_id, elapsed)
 
 
@@ -329,57 +333,38 @@ def _write_job_report(root: Path, cfg: BTConfig, stage_list: list[dict], reused:
                  reverse_model={k: v for k, v in stage_list[2].items() if k != "stage"}, assemble=stage_list[-1])
 
 
-def _open_run(cfg: BTConfig) -> str | None:
-    """The output folder's own MLflow run: its id is kept in OUT/_mlflow_run.json, so that two outputs
-    never share a run (whatever their names) and no filter string is built from a user's path."""
-    pointer = Path(cfg.output) / "_mlflow_run.json"
+def _open_run(cfg: BTConfig):
+    """The output folder's own MLflow run (a `TrackedRun`, or None when MLflow cannot be used)."""
     try:
         from mtcore import tracking
+        from mtcore.tracking.run import open_run_with_pointer
 
-        mlflow = tracking.setup(EXPERIMENT)
-        client = mlflow.MlflowClient()
-        if pointer.is_file():
-            known = json.loads(pointer.read_text())
-            if known.get("tracking_uri") == mlflow.get_tracking_uri():
-                client.update_run(known["run_id"], status="RUNNING")
-                tracking.opened(known["run_id"], mlflow.get_tracking_uri())
-                return known["run_id"]
         name = f"bt-{cfg.mode}-{'tagged' if cfg.tag else 'untagged'}-r{cfg.ratio:g}-{Path(cfg.output).name}"
-        exp = mlflow.get_experiment_by_name(EXPERIMENT)
-        run = client.create_run(exp.experiment_id, run_name=name, tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus))
-        for k, v in tracking.flatten(dataclasses.asdict(cfg)).items():
-            client.log_param(run.info.run_id, k, v)
-        tracking.opened(run.info.run_id, mlflow.get_tracking_uri())
-        pointer.parent.mkdir(parents=True, exist_ok=True)
-        pointer.write_text(json.dumps({"run_id": run.info.run_id, "tracking_uri": mlflow.get_tracking_uri()}))
-        return run.info.run_id
+        return open_run_with_pointer(EXPERIMENT, name, Path(cfg.output) / "_mlflow_run.json",
+                                     tags=tracking.standard_tags("pipelines/backtranslate.py", cfg.corpus),
+                                     params=tracking.flatten(dataclasses.asdict(cfg)))
     except Exception as err:  # noqa: BLE001 - the data job must not die for the dashboard
         log.warning("MLflow unavailable, the run is not tracked: %s", err)
         return None
 
 
-def _log_run(run_id: str | None, cfg: BTConfig, reports: dict, root: Path, synthetic: Path, elapsed: float) -> None:
-    if run_id is None:
+def _log_run(run, cfg: BTConfig, reports: dict, root: Path, synthetic: Path, elapsed: float) -> None:
+    if run is None:
         return
     try:
-        import mlflow
-
-        from mtcore import tracking
-
-        mlflow.set_tracking_uri(tracking.tracking_uri())
-        with mlflow.start_run(run_id=run_id):
-            metrics = {"elapsed_s": elapsed}
-            for name, r in reports.items():
-                for key in ("input", "kept", "rejected_total", "sentences_per_s", "rows", "synthetic_rows", "real_rows"):
-                    if isinstance(r.get(key), (int, float)):
-                        metrics[f"{name}/{key}"] = float(r[key])
-            if reports["reverse_model"].get("dev_bleu") is not None:
-                metrics["reverse/dev_bleu"] = float(reports["reverse_model"]["dev_bleu"])
-            mlflow.log_metrics(metrics)
-            mlflow.log_artifact(str(root / "report.json"))
-            sample = read_parquet_table(synthetic).slice(0, 50)
-            mlflow.log_table({"synthetic_source": sample["src"].to_pylist(), "vietnamese": sample["tgt"].to_pylist()},
-                             artifact_file="samples/synthetic_pairs.json")
+        metrics = {"elapsed_s": elapsed}
+        for name, r in reports.items():
+            for key in ("input", "kept", "rejected_total", "sentences_per_s", "rows", "synthetic_rows", "real_rows"):
+                if isinstance(r.get(key), (int, float)):
+                    metrics[f"{name}/{key}"] = float(r[key])
+        if reports["reverse_model"].get("dev_bleu") is not None:
+            metrics["reverse/dev_bleu"] = float(reports["reverse_model"]["dev_bleu"])
+        run.log_metrics(metrics)
+        run.log_artifact(root / "report.json")
+        sample = read_parquet_table(synthetic).slice(0, 50)
+        run.log_table({"synthetic_source": sample["src"].to_pylist(), "vietnamese": sample["tgt"].to_pylist()},
+                      "samples/synthetic_pairs.json")
+        run.end("FINISHED")
     except Exception as err:  # noqa: BLE001
         log.warning("MLflow logging failed: %s", err)
 

@@ -16,7 +16,7 @@ BATCH_SIZE = 64
 class BackTranslator:
     """Ray Data callable class: `text` (Vietnamese) in, `synthetic` (English) out."""
 
-    def __init__(self, checkpoint_dir: str, mode: str, beam: int, top_k: int, temperature: float, seed: int):
+    def __init__(self, checkpoint_dir: str, mode: str, decode, seed: int):
         import torch
 
         from mtcore.nmt.checkpoint import load_checkpoint
@@ -24,29 +24,30 @@ class BackTranslator:
         torch.set_num_threads(1)  # one CPU per actor: Ray scheduled it so
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.ckpt = load_checkpoint(checkpoint_dir, device=self.device)
-        self.mode, self.beam, self.top_k, self.temperature, self.seed = mode, beam, top_k, temperature, seed
+        self.mode, self.decode, self.seed = mode, decode, seed
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column("text").to_pylist()
-        synthetic = translate_texts(self.ckpt, texts, self.mode, self.beam, self.top_k, self.temperature, self.seed)
+        synthetic = translate_texts(self.ckpt, texts, self.mode, self.decode, self.seed)
         return batch.append_column("synthetic", pa.array(synthetic, pa.string()))
 
 
-def translate_texts(ckpt, texts: list[str], mode: str, beam: int, top_k: int, temperature: float, seed: int) -> list[str]:
-    """The three modes of Edunov et al. 2018: beam, unrestricted-ish sampling (top-k), noised beam."""
+def translate_texts(ckpt, texts: list[str], mode: str, decode, seed: int) -> list[str]:
+    """The three modes of Edunov et al. 2018: beam, unrestricted-ish sampling (top-k), noised beam.
+    `decode`: the DecodeConfig of `BTConfig.decode()` (sampling set in `sample` mode)."""
     import random
     import zlib
 
     import torch
 
-    from mtcore.nmt.decoding import Sampling, translate
+    from mtcore.nmt.decoding import translate
     from mtcore.nmt.noise import noise_text
 
     if mode == "sample":
         # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output.
         generator = torch.Generator().manual_seed(seed + zlib.crc32("\n".join(texts).encode()))
-        return translate(ckpt.model, ckpt.tokenizer, texts, sampling=Sampling(temperature=temperature, top_k=top_k), generator=generator)
-    hyps = translate(ckpt.model, ckpt.tokenizer, texts, beam=beam)
+        return translate(ckpt.model, ckpt.tokenizer, texts, decode, generator=generator)
+    hyps = translate(ckpt.model, ckpt.tokenizer, texts, decode)
     if mode == "noised":
         rng = random.Random(seed + zlib.crc32("\n".join(texts).encode()))
         hyps = [noise_text(h, rng) for h in hyps]
@@ -73,7 +74,7 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
     ds = map_with_actors(
         ray.data.from_arrow(blocks),
         BackTranslator,
-        fn_constructor_kwargs=dict(checkpoint_dir=checkpoint_dir, mode=cfg.mode, beam=cfg.beam, top_k=cfg.top_k, temperature=cfg.temperature, seed=cfg.seed),
+        fn_constructor_kwargs=dict(checkpoint_dir=checkpoint_dir, mode=cfg.mode, decode=cfg.decode(), seed=cfg.seed),
         compute=ray.data.ActorPoolStrategy(size=actors),
         batch_size=BATCH_SIZE,
         batch_format="pyarrow",

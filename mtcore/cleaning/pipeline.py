@@ -339,20 +339,21 @@ def track_clean(input_path: Path, output: Path, report: dict, cfg: CleaningConfi
     try:
         from mtcore import tracking
 
+        from mtcore.tracking.run import tracked_run
+
         figures = report_figures(output)
-        mlflow = tracking.setup(EXPERIMENT)
         name = f"clean-{_input_label(input_path)}"
-        with mlflow.start_run(run_name=name, tags=tracking.standard_tags("pipelines/clean.py", input_path)) as run:
-            mlflow.log_params(tracking.flatten({"input": str(input_path), "config": cfg.to_dict()}))
+        params = tracking.flatten({"input": str(input_path), "config": cfg.to_dict()})
+        with tracked_run(EXPERIMENT, name, tags=tracking.standard_tags("pipelines/clean.py", input_path), params=params) as run:
             # The names the back-translation pipeline uses for its clean stage, so the runs compare side by side.
             metrics = {"clean/input": report["input"], "clean/kept": report["kept"],
                        "clean/rejected_total": report["rejected_total"]}
             metrics |= {f"clean/rejected/{reason}": n for reason, n in report["rejected"].items()}
-            mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
-            mlflow.log_artifact(str(output / "report.json"))
+            run.log_metrics(metrics)
+            run.log_artifact(output / "report.json")
             for figure in figures:
-                mlflow.log_artifact(str(figure), artifact_path="plots")
-            return run.info.run_id
+                run.log_artifact(figure, "plots")
+            return run.run_id
     except Exception as err:  # noqa: BLE001 - never lose a finished stage over the dashboard
         log.warning("MLflow logging of the clean stage failed: %s", err)
         return None

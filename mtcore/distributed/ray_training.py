@@ -56,6 +56,12 @@ class PreparedInputs:
     run_name: str
     storage_path: str
 
+    @property
+    def run(self):
+        from mtcore.tracking.run import TrackedRun
+
+        return TrackedRun(self.tracking_uri, self.mlflow_run_id)
+
 
 def resolve_train_data(job: TrainingJob) -> str:
     """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
@@ -119,15 +125,12 @@ ENTRY_POINTS = {
 }
 
 
-def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None) -> tuple[str, str]:
-    """(tracking URI, run id): the existing run of that name is continued, so a resumed job logs to one run.
-    With `parent_run_id` (a Tune search), the run is that run's child."""
+def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None):
+    """The job's MLflow run (a `TrackedRun`): the existing run of that name is continued, so a resumed job
+    logs to one run. With `parent_run_id` (a Tune search), the run is that run's child."""
     from mtcore import tracking
+    from mtcore.tracking.run import open_run
 
-    mlflow = tracking.setup(job.job.experiment)
-    client = mlflow.MlflowClient()
-    experiment = mlflow.get_experiment_by_name(job.job.experiment)
-    found = tracking.find_runs(client, experiment.experiment_id, "mlflow.runName", run_name, max_results=1)
     entry_point = ENTRY_POINTS.get(job.job.experiment, job.job.experiment)
     model = job.run.model
     tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
@@ -138,18 +141,8 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
 
         _, lineage = resolve_data(job.job.train_data)
         tags |= {f"mtcore.data_{k}": str(v) for k, v in lineage.items() if v}
-    if parent_run_id:
-        tags["mlflow.parentRunId"] = parent_run_id
-    if found:
-        run_id = found[0].info.run_id
-        client.update_run(run_id, status="RUNNING")
-    else:
-        run = client.create_run(experiment.experiment_id, run_name=run_name, tags=tags)
-        run_id = run.info.run_id
-        for key, value in tracking.flatten(job.to_dict()).items():
-            client.log_param(run_id, key, value)
-    tracking.opened(run_id, mlflow.get_tracking_uri())
-    return mlflow.get_tracking_uri(), run_id
+    return open_run(job.job.experiment, run_name, tags=tags, params=tracking.flatten(job.to_dict()),
+                    parent=parent_run_id, continue_named=True)
 
 
 def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
@@ -161,9 +154,9 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     run_name = job.run_name()
     storage = home() / "ray_train"
     _check_same_settings(storage / run_name, job)
-    uri, run_id = open_mlflow_run(job, run_name, train_data, parent_run_id)
+    run = open_mlflow_run(job, run_name, train_data, parent_run_id)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
-    return PreparedInputs(train_data, dev, test, str(spm.absolute()), uri, run_id, run_name, str(storage.absolute()))
+    return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
 
 
 def _check_same_settings(run_dir: Path, job: TrainingJob) -> None:
@@ -182,30 +175,6 @@ def _check_same_settings(run_dir: Path, job: TrainingJob) -> None:
 
 
 # --------------------------------------------------------------------------- worker
-
-
-class _RankZeroLogger:
-    """MLflow logging from rank 0 only; a tracking failure warns once and never stops training."""
-
-    def __init__(self, tracking_uri: str, run_id: str, enabled: bool):
-        self.run_id, self.client, self.failed = run_id, None, False
-        if enabled:
-            import mlflow
-
-            self.client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        if self.client is None or self.failed:
-            return
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        try:
-            batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if k not in ("step", "epoch")]
-            self.client.log_batch(self.run_id, metrics=batch)
-        except Exception as err:  # noqa: BLE001 - tracking must never kill a training run
-            log.warning("MLflow logging failed, continuing without it: %s", err)
-            self.failed = True
 
 
 PROGRESS_FILE = "progress.log"
@@ -277,6 +246,7 @@ def train_worker(config: dict[str, Any]) -> None:
     from mtcore.config import RunConfig
     from mtcore.nmt.tokenizer import Tokenizer
     from mtcore.nmt.training import fit
+    from mtcore.tracking.run import SafeLogger
 
     job = TrainingJob.from_dict(config["job_config"])
     inputs = PreparedInputs(**config["inputs"])
@@ -286,7 +256,7 @@ def train_worker(config: dict[str, Any]) -> None:
     tokenizer = Tokenizer(inputs.spm_model)
     train_pairs = load_pairs(inputs.train_data, job, job.job.train_limit)
     dev_pairs = load_pairs(inputs.dev_data, job)
-    mlflow_log = _RankZeroLogger(inputs.tracking_uri, inputs.mlflow_run_id, enabled=rank == 0)
+    mlflow_log = SafeLogger(inputs.run if rank == 0 else None)
 
     progress = ProgressLog(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, run_cfg.train.time_budget_min,
                            enabled=rank == 0)
@@ -299,12 +269,12 @@ def train_worker(config: dict[str, Any]) -> None:
 
     def on_step(metrics: dict[str, float]) -> None:
         _maybe_inject_failure(job, rank, int(metrics["step"]), inputs)
-        mlflow_log.log(metrics, int(metrics["step"]))
+        mlflow_log(metrics, int(metrics["step"]))
         progress.step(metrics)
         ray.train.report(metrics)
 
     def on_validation(metrics: dict[str, float], ts) -> None:
-        mlflow_log.log(metrics, int(metrics["step"]))
+        mlflow_log(metrics, int(metrics["step"]))
         progress.validation(metrics, ts.best_bleu)
         if rank != 0:
             ray.train.report(metrics)
@@ -330,8 +300,8 @@ def train_worker(config: dict[str, Any]) -> None:
     )
     if result.averaged:  # the outcome either way: the average is a checkpoint only when it won
         avg = result.averaged
-        mlflow_log.log({"average/dev_bleu": avg["dev_bleu"], "average/snapshots": len(avg["steps"]),
-                        "average/kept": float(avg["kept"])}, result.steps)
+        mlflow_log({"average/dev_bleu": avg["dev_bleu"], "average/snapshots": len(avg["steps"]),
+                    "average/kept": float(avg["kept"])}, result.steps)
         progress.write(f"average of steps {avg['steps'][0]}–{avg['steps'][-1]} ({len(avg['steps'])} snapshots): dev BLEU "
                        f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f} for the last weights; "
                        f"{'kept' if avg['kept'] else 'not kept'}")
@@ -484,9 +454,7 @@ def _publish_best(checkpoint: Path, stable: Path) -> Path:
 
 
 def _mark_failed(inputs: PreparedInputs) -> None:
-    import mlflow
-
     try:
-        mlflow.MlflowClient(tracking_uri=inputs.tracking_uri).set_terminated(inputs.mlflow_run_id, status="FAILED")
+        inputs.run.end("FAILED")
     except Exception as err:  # noqa: BLE001
         log.warning("could not mark the MLflow run failed: %s", err)

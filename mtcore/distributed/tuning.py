@@ -533,17 +533,14 @@ def trial_job(base: TrainingJob, values: dict[str, Any], trial_id: str, plan: di
 
 def _trial(config: dict[str, Any], *, base: dict[str, Any], ctx: dict[str, Any]) -> None:
     """A Tune trial: one Ray Train DDP run of the base job with this trial's values, as a child MLflow run."""
-    import mlflow
     import ray
     from ray import tune
 
     trial_id = tune.get_context().get_trial_id()
     job = trial_job(TrainingJob.from_dict(base), flat_trial_values(config), trial_id, ctx)
     _use_driver_settings(ctx)
-    _, run_id = ray_training.open_mlflow_run(job, job.run_name(), job.job.train_data, ctx["parent_run_id"])
-    client = mlflow.MlflowClient(ctx["tracking_uri"])
-    client.set_tag(run_id, "mtcore.tune.trial_id", trial_id)
-    client.set_tag(run_id, "mtcore.tune.search", ctx["search_name"])
+    run = ray_training.open_mlflow_run(job, job.run_name(), job.job.train_data, ctx["parent_run_id"])
+    run.set_tags({"mtcore.tune.trial_id": trial_id, "mtcore.tune.search": ctx["search_name"]})
     # Tune runs this function inside the trial's placement group, which holds no CPU, and Ray would
     # schedule every task started from here into it (the end-of-run test decoding needs a CPU). The
     # Train driver therefore runs as a task outside that group; it dies with the trial if Tune stops it.
@@ -552,16 +549,16 @@ def _trial(config: dict[str, Any], *, base: dict[str, Any], ctx: dict[str, Any])
         outcome = ray.get(drive.remote(job.to_dict(), ctx, [_validation_callback()]))
     except Exception as err:
         cause = getattr(err, "cause", None) or err
-        client.set_tag(run_id, "mtcore.tune.error", str(cause)[:4000])
-        client.set_terminated(run_id, status="FAILED")
+        run.set_tags({"mtcore.tune.error": str(cause)[:4000]})
+        run.end("FAILED")
         raise TuneError(f"trial {trial_id} failed: {cause}") from None
-    client.set_tag(run_id, "mtcore.tune.stopped_early", "false")
-    last_loss = client.get_run(run_id).data.metrics.get("dev/loss", float("nan"))  # every result carries the rung metric
+    run.set_tags({"mtcore.tune.stopped_early": "false"})
+    last_loss = run.metrics().get("dev/loss", float("nan"))  # every result carries the rung metric
     tune.report({
         METRIC: outcome.best_dev_bleu, TIME_ATTR: outcome.steps, "dev/loss": last_loss,
         "final/test_bleu": outcome.test["test/bleu"], "final/test_chrf": outcome.test["test/chrf"],
         "final/test_bleu_signature": outcome.test["test/bleu_signature"],
-        "final/best_checkpoint": str(outcome.best_checkpoint), "final/mlflow_run_id": run_id,
+        "final/best_checkpoint": str(outcome.best_checkpoint), "final/mlflow_run_id": run.run_id,
         "final/train_s": outcome.elapsed_s,
     })
 
@@ -689,30 +686,21 @@ def registered_name(tj: TuneJob, arch: str | None = None) -> str:
     return tj.search.register_as or f"mtcore-{m.src_lang}-{m.tgt_lang}-{arch or m.arch}"
 
 
-def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool) -> str:
+def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool):
+    """The search's own MLflow run (a `TrackedRun`); its trials are its children. `resume` continues it."""
     from mtcore import tracking
+    from mtcore.tracking.run import open_run
 
-    mlflow = tracking.setup(tj.search.experiment)
-    client = mlflow.MlflowClient()
-    experiment = mlflow.get_experiment_by_name(tj.search.experiment)
-    if resume:
-        found = tracking.find_runs(client, experiment.experiment_id, "mlflow.runName", name, max_results=1)
-        if found:
-            client.update_run(found[0].info.run_id, status="RUNNING")
-            return found[0].info.run_id
     tags = tracking.standard_tags("experiments/tune_transformer.py", train_data) | {
         "mtcore.tune.scheduler": tj.search.scheduler, "mtcore.tune.search": tj.search.search,
         "mtcore.tune.resources": plan.describe(),
     }
-    run_id = client.create_run(experiment.experiment_id, run_name=name, tags=tags).info.run_id
     params = tracking.flatten(tj.base.to_dict(), "base.")
     params |= {f"space.{p.key}": p.describe() for p in tj.search.space}
     params |= tracking.flatten({k: v for k, v in tj.search.to_dict().items() if k != "space"}, "search.")
     params |= {"search.workers_per_trial_resolved": str(plan.workers_per_trial),
                "search.concurrent_trials_resolved": str(plan.concurrent_trials)}
-    for key, value in params.items():
-        client.log_param(run_id, key, value)
-    return run_id
+    return open_run(tj.search.experiment, name, tags=tags, params=params, continue_named=resume)
 
 
 def _scheduler(tj: TuneJob):
@@ -759,7 +747,6 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     `tune_callbacks` are Ray Tune callbacks of the Tuner (e.g. to interrupt a search in tests)."""
     from ray import tune
 
-    from mtcore import tracking
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
     t0 = time.perf_counter()
@@ -781,9 +768,9 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     train_data = ray_training.resolve_train_data(tj.base)
     ray_training.tokenizer_for(train_data, tj.base)
     base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
-    parent_id = _open_parent_run(tj, name, plan, train_data, resume)
+    parent = _open_parent_run(tj, name, plan, train_data, resume)
     ctx = {
-        "tracking_uri": tracking.tracking_uri(), "runs_dir": str(home()), "parent_run_id": parent_id,
+        "tracking_uri": parent.uri, "runs_dir": str(home()), "parent_run_id": parent.run_id,
         "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu,
     }
     # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
@@ -817,13 +804,13 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     for r in rows:
         if r.trial_id in unfinished:  # never started, or running when the search ended
             r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
-    outcome = SearchOutcome(name, path, parent_id, plan, rows)
-    _close_children(tj, parent_id, rows)
+    outcome = SearchOutcome(name, path, parent.run_id, plan, rows)
+    _close_children(parent, rows)
     if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
         outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
-        tracking.setup(tj.search.experiment).MlflowClient().set_terminated(parent_id, status="KILLED")
+        parent.end("KILLED")
     else:
-        _finish_search(tj, base, outcome, ctx)
+        _finish_search(tj, base, outcome, parent, ctx)
     outcome.elapsed_s = time.perf_counter() - t0
     return outcome
 
@@ -837,105 +824,79 @@ def _unfinished_ids(grid) -> set[str]:
     return {t.trial_id for t in analysis.trials if t.status not in ("TERMINATED", "ERROR")}
 
 
-def _children(client, parent_id: str, experiment_id: str) -> dict[str, Any]:
-    runs = client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", max_results=1000)
-    return {r.data.tags.get("mtcore.tune.trial_id", ""): r for r in runs}
-
-
-def _close_children(tj: TuneJob, parent_id: str, rows: list[TrialRow]) -> None:
+def _close_children(parent, rows: list[TrialRow]) -> None:
     """Child runs of trials ASHA (or the budget) stopped: their process was killed mid-run, so end them here."""
-    from mtcore import tracking
-
-    mlflow = tracking.setup(tj.search.experiment)
-    client = mlflow.MlflowClient()
-    experiment = mlflow.get_experiment_by_name(tj.search.experiment)
-    children = _children(client, parent_id, experiment.experiment_id)
+    children = parent.children("mtcore.tune.trial_id")
     for r in rows:
         run = children.get(r.trial_id)
         if run is None:
             continue
-        r.mlflow_run_id = run.info.run_id
-        if r.status == "STOPPED" and run.info.status in ("RUNNING", "FAILED"):
-            client.set_tag(run.info.run_id, "mtcore.tune.stopped_early", "true")
-            client.set_terminated(run.info.run_id, status="KILLED")
-        elif r.status == "FAILED" and run.info.status != "FAILED":
-            client.set_terminated(run.info.run_id, status="FAILED")
+        r.mlflow_run_id = run.run_id
+        status = run.status()
+        if r.status == "STOPPED" and status in ("RUNNING", "FAILED"):
+            run.set_tags({"mtcore.tune.stopped_early": "true"})
+            run.end("KILLED")
+        elif r.status == "FAILED" and status != "FAILED":
+            run.end("FAILED")
 
 
-def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, ctx: dict[str, Any]) -> None:
+def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:
     """The best trial: its test BLEU (evaluated here if ASHA stopped it), its model registered; the parent closed."""
-    from mtcore import tracking
     from mtcore.distributed.ray_training import finish_run
-    from mtcore.tracking.pyfunc import log_translator
+    from mtcore.tracking.pyfunc import log_translator, register_translator
+    from mtcore.tracking.run import TrackedRun
 
-    mlflow = tracking.setup(tj.search.experiment)
-    client = mlflow.MlflowClient()
-    parent = outcome.parent_run_id
-    finished_before = client.get_run(parent).data.tags.get("mtcore.tune.finished") == "true"
+    finished_before = parent.tags().get("mtcore.tune.finished") == "true"
     candidates = [r for r in outcome.rows if r.status in ("COMPLETED", "STOPPED") and r.checkpoint and not math.isnan(r.best_dev_bleu)]
     counts = {s: sum(r.status == s for r in outcome.rows) for s in ("COMPLETED", "STOPPED", "FAILED")}
-    client.log_batch(parent, metrics=[
-        _metric("trials/completed", counts["COMPLETED"]), _metric("trials/stopped_early", counts["STOPPED"]),
-        _metric("trials/failed", counts["FAILED"]), _metric("trial_minutes", outcome.trial_minutes),
-    ])
-    _log_table(client, parent, outcome.rows, tj.search.space)
+    parent.log_metrics({"trials/completed": counts["COMPLETED"], "trials/stopped_early": counts["STOPPED"],
+                        "trials/failed": counts["FAILED"], "trial_minutes": outcome.trial_minutes})
+    _log_table(parent, outcome.rows, tj.search.space)
     if not candidates:
-        client.set_terminated(parent, status="FAILED")
+        parent.end("FAILED")
         return
     best = max(candidates, key=lambda r: r.best_dev_bleu)
     outcome.best = best
+    best_run = TrackedRun(parent.uri, best.mlflow_run_id)
     if finished_before:  # --resume of a search that had ended: report it, evaluate and register nothing again
-        run, tags = client.get_run(best.mlflow_run_id), client.get_run(parent).data.tags
-        outcome.test = {"test/bleu": run.data.metrics.get("test/bleu", float("nan")),
-                        "test/chrf": run.data.metrics.get("test/chrf", float("nan")),
-                        "test/bleu_signature": run.data.tags.get("sacrebleu.bleu_signature", "")}
-        outcome.registered = tags.get("mtcore.tune.registered_model", "")
-        client.set_terminated(parent, status="FINISHED")
+        metrics, tags = best_run.metrics(), best_run.tags()
+        outcome.test = {"test/bleu": metrics.get("test/bleu", float("nan")),
+                        "test/chrf": metrics.get("test/chrf", float("nan")),
+                        "test/bleu_signature": tags.get("sacrebleu.bleu_signature", "")}
+        outcome.registered = parent.tags().get("mtcore.tune.registered_model", "")
+        parent.end("FINISHED")
         return
     job = trial_job(base, best.values, best.trial_id, ctx)
     best_dir = Path(best.checkpoint)
     if best.status == "COMPLETED":
         test = best.test
     else:  # ASHA stopped the best trial: evaluate its best checkpoint now, as a finished trial would have been
-        inputs = ray_training.prepare_inputs(job, parent)
+        inputs = ray_training.prepare_inputs(job, parent.run_id)
         test = finish_run(job, inputs, best_dir, ctx["use_gpu"])
-        client.set_tag(inputs.mlflow_run_id, "mtcore.tune.stopped_early", "true")
+        inputs.run.set_tags({"mtcore.tune.stopped_early": "true"})
         best.test_bleu = test["test/bleu"]
     outcome.test = test
-    with mlflow.start_run(run_id=best.mlflow_run_id):
-        info = log_translator(best_dir)
-    client.set_tag(best.mlflow_run_id, "mtcore.tune.best", "true")
+    info = log_translator(best_dir, run=best_run)
+    best_run.set_tags({"mtcore.tune.best": "true"})
     if tj.search.register_as != "-":
-        version = mlflow.register_model(info.model_uri, registered_name(tj, best.values.get("model.arch")), tags={
+        outcome.registered = register_translator(info.model_uri, registered_name(tj, best.values.get("model.arch")), tags={
             "search": outcome.name, "trial_id": best.trial_id, "dev_bleu": f"{best.best_dev_bleu:.2f}",
             "test_bleu": f"{test['test/bleu']:.2f}", "mlflow_run_id": best.mlflow_run_id,
         })
-        outcome.registered = f"{version.name}/{version.version}"
-        client.set_tag(parent, "mtcore.tune.registered_model", outcome.registered)
-    client.log_batch(parent, metrics=[
-        _metric("best/dev_bleu", best.best_dev_bleu), _metric("best/test_bleu", test["test/bleu"]),
-        _metric("best/test_chrf", test["test/chrf"]),
-    ])
-    client.set_tag(parent, "mtcore.tune.best_trial", best.trial_id)
-    client.set_tag(parent, "mtcore.tune.best_run_id", best.mlflow_run_id)
-    client.set_tag(parent, "mtcore.tune.best_config", json.dumps(best.values))
-    client.set_tag(parent, "sacrebleu.bleu_signature", test["test/bleu_signature"])
-    client.set_tag(parent, "mtcore.tune.finished", "true")
-    client.set_terminated(parent, status="FINISHED")
+        parent.set_tags({"mtcore.tune.registered_model": outcome.registered})
+    parent.log_metrics({"best/dev_bleu": best.best_dev_bleu, "best/test_bleu": test["test/bleu"],
+                        "best/test_chrf": test["test/chrf"]})
+    parent.set_tags({
+        "mtcore.tune.best_trial": best.trial_id, "mtcore.tune.best_run_id": best.mlflow_run_id,
+        "mtcore.tune.best_config": json.dumps(best.values), "sacrebleu.bleu_signature": test["test/bleu_signature"],
+        "mtcore.tune.finished": "true",
+    })
+    parent.end("FINISHED")
 
 
-def _metric(key: str, value: float):
-    from mlflow.entities import Metric
+def _log_table(run, rows: list[TrialRow], space: tuple[Param, ...]) -> None:
+    from mtcore.tracking.run import log_files
 
-    return Metric(key, float(value), int(time.time() * 1000), 0)
-
-
-def _log_table(client, run_id: str, rows: list[TrialRow], space: tuple[Param, ...]) -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "trials.txt").write_text(format_table(rows, space) + "\n", encoding="utf-8")
-        records = [{**dataclasses.asdict(r), "stopped_early": r.stopped_early} for r in rows]
-        (Path(tmp) / "trials.json").write_text(json.dumps(records, indent=2, default=str), encoding="utf-8")
-        client.log_artifact(run_id, str(Path(tmp) / "trials.txt"))
-        client.log_artifact(run_id, str(Path(tmp) / "trials.json"))
+    records = [{**dataclasses.asdict(r), "stopped_early": r.stopped_early} for r in rows]
+    log_files(run, {"trials.txt": format_table(rows, space) + "\n",
+                    "trials.json": json.dumps(records, indent=2, default=str)})

@@ -280,7 +280,7 @@ def train_loop_per_worker(config: dict) -> None:
     import ray.train.torch
 
     cfg = EncoderTrainConfig.from_dict(config["train"])
-    spm_bytes, src, tgt, run_id = config["spm"], config["src"], config["tgt"], config.get("mlflow_run_id")
+    spm_bytes, src, tgt, run = config["spm"], config["src"], config["tgt"], config.get("run")
     hard = config.get("hard")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -291,7 +291,9 @@ def train_loop_per_worker(config: dict) -> None:
         torch.manual_seed(cfg.seed)  # the same initial weights on every worker and every run
         model = DualEncoder(cfg.model)
         model = ray.train.torch.prepare_model(model) if world > 1 or cfg.use_gpu else model.to(device)
-        on_log = _mlflow_step_logger(config["mlflow_uri"], run_id) if rank == 0 and run_id else None
+        from mtcore.tracking.run import SafeLogger
+
+        on_log = SafeLogger(run) if rank == 0 and run is not None else None
         last = fit(model, src_ids, tgt_ids, cfg, device=device, on_log=on_log, rank=rank, world_size=world, hard=hard)
         if rank == 0:
             ckpt_dir = Path(tmp) / "encoder"
@@ -300,23 +302,6 @@ def train_loop_per_worker(config: dict) -> None:
             ray.train.report(last, checkpoint=ray.train.Checkpoint.from_directory(str(ckpt_dir)))
         else:
             ray.train.report(last)
-
-
-def _mlflow_step_logger(uri: str, run_id: str):
-    """Rank 0's step-wise logging into the driver's run (the store the driver resolved, not the worker's env)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-
-    def log_metrics(metrics: dict, step: int) -> None:
-        try:
-            for k, v in metrics.items():
-                if k != "step":
-                    client.log_metric(run_id, k, float(v), step=step)
-        except Exception as err:  # a dashboard problem never kills training
-            log.warning("MLflow logging failed: %s", err)
-
-    return log_metrics
 
 
 @dataclass
@@ -382,19 +367,19 @@ def train_encoder(
         cfg.num_workers = max(1, min(cfg.num_workers, available_cpus()))
     train_dict = asdict(cfg)
 
-    mlflow, run_id, uri = None, None, None
+    run = None
     if track:
         from mtcore import tracking
+        from mtcore.tracking.run import open_run
 
-        mlflow = tracking.setup(EXPERIMENT)
         corpus_tag = corpus if not isinstance(corpus, pa.Table) else None
-        run = mlflow.start_run(run_name=run_name or f"encoder-{output.name}", tags=tracking.standard_tags(EXPERIMENT, corpus_tag))
-        run_id, uri = run.info.run_id, mlflow.get_tracking_uri()
-        mlflow.log_params(tracking.flatten(train_dict) | {"data.train_pairs": len(train), "data.heldout_pairs": len(held), "data.input_rows": n_input, "data.cleaned_by": cleaned_by})
+        run = open_run(EXPERIMENT, run_name or f"encoder-{output.name}", tags=tracking.standard_tags(EXPERIMENT, corpus_tag),
+                       params=tracking.flatten(train_dict) | {"data.train_pairs": len(train), "data.heldout_pairs": len(held),
+                                                              "data.input_rows": n_input, "data.cleaned_by": cleaned_by})
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "hard": hard, "mlflow_run_id": run_id, "mlflow_uri": uri},
+            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "hard": hard, "run": run},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
             run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((home() / "ray_results").resolve())),
         )
@@ -413,12 +398,12 @@ def train_encoder(
         if output.exists():
             shutil.rmtree(output)
         tmp_out.rename(output)
-        if mlflow is not None:
-            mlflow.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
-            mlflow.log_artifacts(str(output), artifact_path="encoder")
-            mlflow.end_run()
+        if run is not None:
+            run.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
+            run.log_artifacts(output, "encoder")
+            run.end("FINISHED")
     except BaseException:
-        if mlflow is not None:
-            mlflow.end_run(status="FAILED")
+        if run is not None:
+            run.end("FAILED")
         raise
-    return TrainedEncoder(output, metrics, run_id)
+    return TrainedEncoder(output, metrics, run.run_id if run is not None else None)

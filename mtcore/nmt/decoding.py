@@ -21,10 +21,10 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
+from mtcore.config import GREEDY, DecodeConfig, Sampling
 from mtcore.nmt.batching import pad
 from mtcore.nmt.model import Seq2Seq
 from mtcore.nmt.noise import noise_text
@@ -32,8 +32,9 @@ from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = 1.5, 10  # output may be 1.5x the source, plus 10 tokens
-DEFAULT_LEN_PENALTY = 0.7  # GNMT alpha (Wu et al. 2016, §7); their 0.6 was tuned for EN-DE
+# The defaults live in DecodeConfig; these names are its values, for signatures and printouts.
+DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = DecodeConfig.max_len_a, DecodeConfig.max_len_b
+DEFAULT_LEN_PENALTY = DecodeConfig.len_penalty
 
 
 # --------------------------------------------------------------------------- steppers
@@ -136,21 +137,6 @@ def greedy_decode(
     use_cache: bool = True,
 ) -> list[list[int]]:
     return _left_to_right(model, src, lambda lp: lp.argmax(dim=-1), max_len_a, max_len_b, use_cache)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float = 1.0
-    top_k: int = 0  # 0 = no top-k filter
-    top_p: float = 1.0  # nucleus (Holtzman et al. 2020); 1.0 = no filter
-
-    def __post_init__(self):
-        if self.temperature <= 0:
-            raise ValueError(f"`temperature` ({self.temperature}) must be positive")
-        if self.top_k < 0:
-            raise ValueError(f"`top_k` ({self.top_k}) must be >= 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"`top_p` ({self.top_p}) must be in (0, 1]")
 
 
 def _sampler(cfg: Sampling, generator: torch.Generator | None):
@@ -281,36 +267,39 @@ def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool =
 
 
 @torch.inference_mode()
+def resolve(decode: DecodeConfig | None, fields: dict) -> DecodeConfig:
+    """`decode` (default: greedy) with keyword fields (`beam=4`, …) applied on top."""
+    base = decode if decode is not None else GREEDY
+    return base.replace(**fields) if fields else base
+
+
 def translate_ids(
     model: Seq2Seq,
     sources: Sequence[list[int]],
+    decode: DecodeConfig | None = None,
     *,
-    beam: int = 1,
-    len_penalty: float = DEFAULT_LEN_PENALTY,
-    max_len_a: float = DEFAULT_MAX_LEN_A,
-    max_len_b: int = DEFAULT_MAX_LEN_B,
-    batch_size: int = 32,
-    sampling: Sampling | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    **fields,
 ) -> list[list[int]]:
     """Decode id sequences (with EOS) in length-sorted batches; output in input order.
-    beam 1 = greedy; `sampling` set = sampling (beam ignored)."""
+    `decode` (default greedy) says how; DecodeConfig fields given as keywords override it."""
+    cfg = resolve(decode, fields)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
-    kw = dict(max_len_a=max_len_a, max_len_b=max_len_b, use_cache=use_cache)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    kw = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, use_cache=use_cache)
+    for start in range(0, len(order), cfg.batch_size):
+        idx = order[start : start + cfg.batch_size]
         src = pad([sources[i] for i in idx]).to(device)
-        if sampling is not None:
-            hyps = sample_decode(model, src, sampling, generator=generator, **kw)
-        elif beam == 1:
+        if cfg.sampling is not None:
+            hyps = sample_decode(model, src, cfg.sampling, generator=generator, **kw)
+        elif cfg.beam == 1:
             hyps = greedy_decode(model, src, **kw)
         else:
-            hyps = beam_search(model, src, beam=beam, len_penalty=len_penalty, **kw)
+            hyps = beam_search(model, src, beam=cfg.beam, len_penalty=cfg.len_penalty, **kw)
         for i, h in zip(idx, hyps):
             out[i] = h
     model.train(was_training)
@@ -318,24 +307,22 @@ def translate_ids(
 
 
 @torch.inference_mode()
-def nbest_ids(model: Seq2Seq, sources: Sequence[list[int]], *, beam: int, n_best: int, len_penalty: float = DEFAULT_LEN_PENALTY,
-              max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B,
-              batch_size: int = 32) -> list[list[list[int]]]:
+def nbest_ids(model: Seq2Seq, sources: Sequence[list[int]], decode: DecodeConfig | None = None,
+              **fields) -> list[list[list[int]]]:
     """The `n_best` best hypotheses (token ids, best first) of a beam search per source; input order."""
-    if not 1 <= n_best <= beam:
-        raise ValueError(f"n_best ({n_best}) must be between 1 and the beam size ({beam})")
+    cfg = resolve(decode, fields)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[list[list[int]]] = [[] for _ in sources]
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    for start in range(0, len(order), cfg.batch_size):
+        idx = order[start : start + cfg.batch_size]
         src = pad([sources[i] for i in idx]).to(device)
-        found = beam_search(model, src, beam=beam, len_penalty=len_penalty, max_len_a=max_len_a, max_len_b=max_len_b,
-                            n_best=max(n_best, 2))  # 2: always the (score, tokens) form
+        found = beam_search(model, src, beam=cfg.beam, len_penalty=cfg.len_penalty, max_len_a=cfg.max_len_a,
+                            max_len_b=cfg.max_len_b, n_best=max(cfg.n_best, 2))  # 2: always the (score, tokens) form
         for i, hyps in zip(idx, found):
-            out[i] = [tokens for _, tokens in hyps[:n_best]]
+            out[i] = [tokens for _, tokens in hyps[:cfg.n_best]]
     model.train(was_training)
     return out
 
@@ -366,14 +353,15 @@ def translate(
     model: Seq2Seq,
     tokenizer: Tokenizer,
     texts: Sequence[str],
+    decode: DecodeConfig | None = None,
     *,
     bt_tag: bool = False,
     **kwargs,
 ) -> list[str]:
-    """Detokenised translations of `texts`; keyword arguments as `translate_ids`.
+    """Detokenised translations of `texts`; `decode` and keyword arguments as `translate_ids`.
     `bt_tag=True` prefixes each source with the `<bt>` tag (tagged back-translation, Caswell et al. 2019)."""
     sources = encode_sources(tokenizer, texts, bt_tag=bt_tag, max_len=model.cfg.max_positions - 1)
-    return tokenizer.decode(translate_ids(model, sources, **kwargs))
+    return tokenizer.decode(translate_ids(model, sources, decode, **kwargs))
 
 
 def back_translate(

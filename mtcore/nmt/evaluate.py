@@ -25,7 +25,7 @@ from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
-from mtcore.nmt.translate import check_decoding_args, decoding_args, decoding_kwargs
+from mtcore.nmt.translate import check_decoding_args, decoding_args, decode_config, sampling_generator
 
 
 @entry_point
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])
 
     t0 = time.perf_counter()
-    hyps = translate(ckpt.model, ckpt.tokenizer, src, **decoding_kwargs(args))
+    hyps = translate(ckpt.model, ckpt.tokenizer, src, decode_config(args), bt_tag=args.bt_tag,
+                     generator=sampling_generator(args))
     elapsed = time.perf_counter() - t0
     bleu, chrf = corpus_bleu(hyps, tgt), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")

@@ -256,10 +256,7 @@ def validate(
     mine = list(range(rank, len(subset), world))
     sources = encode_sources(tokenizer, [subset[i][0] for i in mine], max_len=model.cfg.max_positions - 1)
     with autocast:
-        hyp_ids = translate_ids(
-            model, sources, beam=train_cfg.beam, len_penalty=train_cfg.len_penalty,
-            max_len_a=train_cfg.max_len_a, max_len_b=train_cfg.max_len_b, batch_size=64,
-        )
+        hyp_ids = translate_ids(model, sources, train_cfg.validation_decode())
     hyps_mine = list(zip(mine, tokenizer.decode(hyp_ids)))
     if world > 1:
         gathered: list = [None] * world

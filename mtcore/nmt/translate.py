@@ -22,18 +22,20 @@ from mtcore.console import add_common_options, program
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import load_checkpoint
-from mtcore.nmt.decoding import (DEFAULT_LEN_PENALTY, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Sampling, encode_sources,
-                                  nbest_ids, sequence_scores, translate_ids)
+from mtcore.config import DecodeConfig, Sampling
+from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate_ids
+
+DEFAULT = DecodeConfig()
 
 
 def decoding_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared by translate and evaluate; defaults live in mtcore.nmt.decoding."""
+    """Options shared by translate and evaluate; defaults are mtcore.config.DecodeConfig's."""
     parser.add_argument("--model", required=True, help="checkpoint directory (model.pt, config.json, spm.model)")
-    parser.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy")
-    parser.add_argument("--len-penalty", type=float, default=DEFAULT_LEN_PENALTY, help="GNMT length penalty alpha")
-    parser.add_argument("--max-len-a", type=float, default=DEFAULT_MAX_LEN_A)
-    parser.add_argument("--max-len-b", type=int, default=DEFAULT_MAX_LEN_B)
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--beam", type=int, default=DEFAULT.beam, help="beam size; 1 = greedy")
+    parser.add_argument("--len-penalty", type=float, default=DEFAULT.len_penalty, help="GNMT length penalty alpha")
+    parser.add_argument("--max-len-a", type=float, default=DEFAULT.max_len_a)
+    parser.add_argument("--max-len-b", type=int, default=DEFAULT.max_len_b)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT.batch_size, help="sentences per batch")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--bt-tag", action="store_true", help="prefix every source with the <bt> tag")
     parser.add_argument("--sample", action="store_true", help="sample instead of beam search")
@@ -67,13 +69,15 @@ def read_lines(stream, name: str = "stdin") -> list[str]:
     return lines
 
 
-def decoding_kwargs(args: argparse.Namespace) -> dict:
-    kw = dict(beam=args.beam, len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-              batch_size=args.batch_size, bt_tag=args.bt_tag)
-    if args.sample:
-        kw["sampling"] = Sampling(args.temperature, args.top_k, args.top_p)
-        kw["generator"] = torch.Generator(device=args.device).manual_seed(args.seed)
-    return kw
+def decode_config(args: argparse.Namespace) -> DecodeConfig:
+    """The command line's decoding settings (ranges checked by `check_decoding_args`)."""
+    return DecodeConfig(beam=args.beam, len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                        batch_size=args.batch_size, n_best=getattr(args, "n_best", 1),
+                        sampling=Sampling(args.temperature, args.top_k, args.top_p) if args.sample else None)
+
+
+def sampling_generator(args: argparse.Namespace) -> torch.Generator | None:
+    return torch.Generator(device=args.device).manual_seed(args.seed) if args.sample else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,16 +123,15 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace) -> list[tu
     if not lines:
         return []
     model, tok = ckpt.model, ckpt.tokenizer
-    kw = decoding_kwargs(args)
-    sources = encode_sources(tok, lines, bt_tag=kw.pop("bt_tag"), max_len=model.cfg.max_positions - 1)
-    if args.n_best > 1:
-        found = nbest_ids(model, sources, beam=args.beam, n_best=args.n_best, len_penalty=args.len_penalty,
-                          max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size)
+    decode = decode_config(args)
+    sources = encode_sources(tok, lines, bt_tag=args.bt_tag, max_len=model.cfg.max_positions - 1)
+    if decode.n_best > 1:
+        found = nbest_ids(model, sources, decode)
         flat = [(i, ids) for i, hyps in enumerate(found) for ids in hyps]
         scores = sequence_scores(model, [sources[i] for i, _ in flat], [ids for _, ids in flat])
         texts = tok.decode([ids for _, ids in flat])
         return [(str(i), f"{s:.4f}", t) for (i, _), s, t in zip(flat, scores, texts)]
-    ids = translate_ids(model, sources, **kw)
+    ids = translate_ids(model, sources, decode, generator=sampling_generator(args))
     texts = tok.decode(ids)
     if not args.scores:
         return [(t,) for t in texts]

@@ -24,11 +24,12 @@ HEATMAP_SENTENCES = 3
 def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam: int, device: str) -> dict[str, Any]:
     """Translate `pairs` sources with the checkpoint; BLEU/chrF with signatures and the hypotheses."""
     from mtcore.nmt.checkpoint import load_checkpoint
+    from mtcore.config import DecodeConfig
     from mtcore.nmt.decoding import translate
     from mtcore.nmt.metrics import score_translations
 
     ckpt = load_checkpoint(checkpoint_dir, device=device)
-    hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], beam=beam, batch_size=32)
+    hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], DecodeConfig(beam=beam))
     params = sum(p.numel() for p in ckpt.model.parameters())
     return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps, "params": params}
 

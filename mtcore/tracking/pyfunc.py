@@ -3,7 +3,8 @@
     mlflow models predict -m runs:/RUN_ID/translator -i in.csv -t csv --env-manager local
 
 Input: a DataFrame with a `src` column (or the first column), a list of strings, or a Series.
-Output: a list of translations. Beam size and batch size come from `params` when given.
+Output: a list of translations. Decoding settings (beam, len_penalty, max_len_a, max_len_b,
+batch_size) come from `params` when given, else DecodeConfig's defaults.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from pathlib import Path
 
 import mlflow.pyfunc
 
+from mtcore.config import DecodeConfig
+
 ARTIFACT = "checkpoint"
+# Inference params the model accepts, with their defaults (DecodeConfig's): predict(..., params={"beam": 1})
+PARAMS = {k: DecodeConfig().to_dict()[k] for k in ("beam", "len_penalty", "max_len_a", "max_len_b", "batch_size")}
 
 
 class Translator(mlflow.pyfunc.PythonModel):
@@ -28,12 +33,9 @@ class Translator(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):
         from mtcore.nmt.decoding import translate
 
-        texts = _texts(model_input)
-        params = params or {}
-        return translate(
-            self.ckpt.model, self.ckpt.tokenizer, texts,
-            beam=int(params.get("beam", 5)), batch_size=int(params.get("batch_size", 32)),
-        )
+        # MLflow's inference params: the PARAMS fields of DecodeConfig, e.g. {"beam": 1}
+        decode = DecodeConfig.from_params(params)
+        return translate(self.ckpt.model, self.ckpt.tokenizer, _texts(model_input), decode)
 
 
 def _texts(model_input) -> list[str]:
@@ -47,10 +49,13 @@ def _texts(model_input) -> list[str]:
     return [str(x) for x in model_input]
 
 
-def log_translator(checkpoint_dir: str | Path, name: str = "translator"):
-    """Log the checkpoint as a pyfunc model of the active run, carrying mtcore's code with it.
-
-    A models-from-code model (`translator_model.py`), not a pickled `Translator`."""
+def log_translator(checkpoint_dir: str | Path, name: str = "translator", run=None):
+    """Log the checkpoint as a pyfunc model of `run` (a `TrackedRun`; default: the active run), carrying
+    mtcore's code with it. A models-from-code model (`translator_model.py`), not a pickled `Translator`."""
+    if run is not None:
+        mlflow.set_tracking_uri(run.uri)
+        with mlflow.start_run(run_id=run.run_id):
+            return log_translator(checkpoint_dir, name)
     import mtcore
 
     return mlflow.pyfunc.log_model(
@@ -59,5 +64,11 @@ def log_translator(checkpoint_dir: str | Path, name: str = "translator"):
         artifacts={ARTIFACT: str(checkpoint_dir)},
         code_paths=[str(Path(mtcore.__file__).parent)],
         pip_requirements=["torch", "sentencepiece", "sacrebleu", "pyarrow", "pyyaml", "numpy", "pandas"],
-        input_example=["Open the file"],
+        input_example=(["Open the file"], PARAMS),  # the params schema: without one MLflow drops `params`
     )
+
+
+def register_translator(model_uri: str, name: str, tags: dict[str, str]) -> str:
+    """Register a logged translator in the model registry; returns `NAME/VERSION`."""
+    version = mlflow.register_model(model_uri, name, tags=tags)
+    return f"{version.name}/{version.version}"

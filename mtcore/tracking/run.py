@@ -1,0 +1,221 @@
+"""One MLflow run as every mtcore stage uses it: opened (or continued) by name, tagged, logged to from
+any process, ended FINISHED, or FAILED when the stage raises.
+
+`tracked_run(...)` is the context manager a stage wraps its tracked part in; `open_run(...)` is for a
+run that outlives one function (a training run is opened by the driver, logged to by rank 0 of the Ray
+Train workers, and ended after the test evaluation). A `TrackedRun` is just (store URI, run id), so it
+pickles into Ray workers and Tune trials, and logs through MLflow's client API there: no fluent
+`active_run` state leaks between stages that share a process.
+
+Together with the rest of `mtcore.tracking`, this is the only code that imports `mlflow`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_BATCH = 100  # MLflow's log_batch takes at most 100 params and 1000 metrics per call
+
+
+@dataclass
+class TrackedRun:
+    uri: str
+    run_id: str
+    _client: Any = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:  # the client holds a DB engine: rebuilt in the receiving process
+        return {"uri": self.uri, "run_id": self.run_id, "_client": None}
+
+    @property
+    def client(self):
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+    # ------------------------------------------------------------------ writing
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)) for k, v in params.items()]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, params=items[i:i + _BATCH])
+
+    def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, int(step)) for k, v in metrics.items()])
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_artifacts(self, directory: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifacts(self.run_id, str(directory), artifact_path)
+
+    def log_dict(self, obj: Any, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, obj, artifact_file)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_table(self, data: dict[str, list], artifact_file: str) -> None:
+        self.client.log_table(self.run_id, data, artifact_file)
+
+    def end(self, status: str = "FINISHED") -> None:
+        from mtcore import tracking
+
+        self.client.set_terminated(self.run_id, status=status)
+        tracking.closed(self.run_id)
+
+    def reopen(self) -> None:
+        from mtcore import tracking
+
+        self.client.update_run(self.run_id, status="RUNNING")
+        tracking.opened(self.run_id, self.uri)
+
+    # ------------------------------------------------------------------ reading
+    def _data(self):
+        return self.client.get_run(self.run_id).data
+
+    def tags(self) -> dict[str, str]:
+        return dict(self._data().tags)
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self._data().metrics)
+
+    def status(self) -> str:
+        return self.client.get_run(self.run_id).info.status
+
+    def metric_history(self, name: str) -> list[tuple[int, float]]:
+        return [(m.step, m.value) for m in self.client.get_metric_history(self.run_id, name)]
+
+    def children(self, key: str) -> dict[str, "TrackedRun"]:
+        """Child runs (tag `mlflow.parentRunId` = this run) by their tag `key`."""
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        found = self.client.search_runs([experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.run_id}'",
+                                        max_results=1000)
+        return {r.data.tags.get(key, ""): TrackedRun(self.uri, r.info.run_id) for r in found}
+
+
+def _experiment_id(experiment: str) -> tuple[str, str]:
+    """(store URI, experiment id), the experiment created on first use."""
+    from mtcore import tracking
+
+    mlflow = tracking.setup(experiment)
+    return mlflow.get_tracking_uri(), mlflow.get_experiment_by_name(experiment).experiment_id
+
+
+def open_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, params: dict[str, Any] | None = None,
+             parent: TrackedRun | str | None = None, continue_named: bool = False) -> TrackedRun:
+    """A new RUNNING run of `experiment` named `name`; with `continue_named`, the newest run of that name is
+    continued instead (a resumed job keeps logging to one run). Params are logged only on a new run."""
+    from mtcore import tracking
+
+    uri, experiment_id = _experiment_id(experiment)
+    if continue_named:
+        from mlflow import MlflowClient
+
+        found = tracking.find_runs(MlflowClient(tracking_uri=uri), experiment_id, "mlflow.runName", name, max_results=1)
+        if found:
+            run = TrackedRun(uri, found[0].info.run_id)
+            run.reopen()
+            return run
+    return _create(uri, experiment_id, name, tags, params, parent)
+
+
+def _create(uri: str, experiment_id: str, name: str, tags, params, parent) -> TrackedRun:
+    from mlflow import MlflowClient
+
+    from mtcore import tracking
+
+    tags = dict(tags or {})
+    if parent is not None:
+        tags["mlflow.parentRunId"] = parent.run_id if isinstance(parent, TrackedRun) else parent
+    created = MlflowClient(tracking_uri=uri).create_run(experiment_id, run_name=name, tags=tags)
+    run = TrackedRun(uri, created.info.run_id)
+    tracking.opened(run.run_id, uri)
+    if params:
+        run.log_params(params)
+    return run
+
+
+def open_run_with_pointer(experiment: str, name: str, pointer: Path, *, tags=None, params=None) -> TrackedRun:
+    """The run whose id a file (`pointer`) keeps: a stage folder owns its run, whatever the folder's name,
+    so two outputs never share a run and no filter string is built from a user's path."""
+    uri, experiment_id = _experiment_id(experiment)
+    if pointer.is_file():
+        known = json.loads(pointer.read_text())
+        if known.get("tracking_uri") == uri:
+            run = TrackedRun(uri, known["run_id"])
+            run.reopen()
+            return run
+    run = _create(uri, experiment_id, name, tags, params, None)
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_text(json.dumps({"run_id": run.run_id, "tracking_uri": uri}))
+    return run
+
+
+@contextlib.contextmanager
+def tracked_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, params: dict[str, Any] | None = None,
+                parent: TrackedRun | str | None = None, continue_named: bool = False) -> Iterator[TrackedRun]:
+    """Open a run, yield it, end it FINISHED, or FAILED if the body raises (the error goes on)."""
+    run = open_run(experiment, name, tags=tags, params=params, parent=parent, continue_named=continue_named)
+    try:
+        yield run
+    except BaseException:
+        with contextlib.suppress(Exception):
+            run.end("FAILED")
+        raise
+    run.end("FINISHED")
+
+
+class SafeLogger:
+    """Step-wise metrics from a training loop into a run: a tracking failure warns once and never stops
+    the work (losing a run because a dashboard is down is worse than losing its curves)."""
+
+    def __init__(self, run: TrackedRun | None):
+        self.run, self.failed = run, False
+
+    def __call__(self, metrics: dict[str, float], step: int) -> None:
+        if self.run is None or self.failed:
+            return
+        try:
+            self.run.log_metrics({k: v for k, v in metrics.items() if k not in ("step", "epoch")}, step)
+        except Exception as err:  # noqa: BLE001 - tracking must never kill a training run
+            log.warning("MLflow logging failed, continuing without it: %s", err)
+            self.failed = True
+
+
+def download(uri: str) -> Path:
+    """An artifact (`runs:/…`, `models:/NAME/VERSION`, …) of the current store, as a local path."""
+    import mlflow
+
+    from mtcore import tracking
+
+    mlflow.set_tracking_uri(tracking.tracking_uri())
+    return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+
+
+def log_files(run: TrackedRun, files: dict[str, str], artifact_path: str | None = None) -> None:
+    """Small text artifacts given as {file name: content}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for fname, content in files.items():
+            (Path(tmp) / fname).write_text(content, encoding="utf-8")
+            run.log_artifact(Path(tmp) / fname, artifact_path)
