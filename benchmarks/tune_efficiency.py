@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from mtcore.distributed.cluster import init_ray
-    from mtcore.distributed.tuning import TuneJob, format_table, run_search
+    from mtcore.distributed.tune import TuneJob, format_table, run_search
 
     init_ray()
     d = search_config(toy_corpus(work), args.configs, args.max_steps, args.seed, args.workers_per_trial)

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from mtcore.distributed.cluster import init_ray
     from mtcore.distributed.jobs import DEFAULT_JOB, TrainingJob
     from mtcore.distributed.ray_training import run_training
-    from mtcore.distributed.tuning import DEFAULT_SEARCH, TuneJob, format_table, run_search
+    from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, format_table, run_search
 
     configure()
     init_ray()

@@ -27,7 +27,7 @@ def test_wheel_carries_its_data_and_its_console_script_cleans_from_elsewhere(tmp
         "import mtcore, pyarrow as pa; from mtcore.cleaning import clean_table, load_config\n"
         "kept, rejects, report = clean_table(pa.table({'src': ['Open the file', 'Open the file', ''], "
         "'tgt': ['Mở tập tin', 'Mở tập tin', 'trống'], 'origin': ['t'] * 3, 'id': ['1', '2', '3']}), load_config())\n"
-        "from mtcore.distributed.jobs import DEFAULT_JOB; from mtcore.distributed.tuning import DEFAULT_SEARCH\n"
+        "from mtcore.distributed.jobs import DEFAULT_JOB; from mtcore.distributed.tune import DEFAULT_SEARCH\n"
         "assert DEFAULT_JOB.is_file() and DEFAULT_SEARCH.is_file(), 'the default job and search are package data'\n"
         "print(mtcore.__file__); print(report.kept, dict(report.rejected))\n"
     )

@@ -193,7 +193,7 @@ def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
 
 
 def test_a_search_re_picks_auto_for_its_trial_budget():
-    from mtcore.distributed.tuning import DEFAULT_SEARCH, TuneJob, base_point
+    from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, base_point
 
     default = TuneJob.load(DEFAULT_SEARCH)
     assert default.base.run.model.d_model == 64 and "tiny" in default.base.preset_note  # 3-minute trials

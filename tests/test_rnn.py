@@ -229,8 +229,8 @@ def test_arch_switch_trains_through_ray_and_logs_to_mlflow(ray_local, mlflow_uri
 def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlflow_uri, tmp_path, monkeypatch, toy_corpus):
     import yaml
 
-    from mtcore.distributed import tuning
-    from mtcore.distributed.tuning import TuneJob
+    from mtcore.distributed import tune as tuning
+    from mtcore.distributed.tune import TuneJob
 
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     config = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
@@ -253,7 +253,7 @@ def test_tune_searches_the_architecture_and_mlflow_compares_both(ray_local, mlfl
 
 
 def test_search_space_file_replaces_the_configs_space(tmp_path):
-    from mtcore.distributed.tuning import DEFAULT_SEARCH, TuneJob
+    from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob
 
     configs = Path(__file__).resolve().parent.parent / "experiments" / "configs"
     tj = TuneJob.load(DEFAULT_SEARCH, space_file=configs / "space_arch.yaml")

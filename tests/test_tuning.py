@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import sys
@@ -12,10 +13,10 @@ import pytest
 import yaml
 from ray.tune import Callback
 
-
-from mtcore.distributed import tuning
+from mtcore.distributed import tune as tuning
+from mtcore.distributed.tune import driver, resources
 from mtcore.config import ConfigError
-from mtcore.distributed.tuning import DEFAULT_SEARCH, SearchConfig, TuneError, TuneJob, plan_resources
+from mtcore.distributed.tune import DEFAULT_SEARCH, SearchConfig, TuneError, TuneJob, plan_resources
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"
@@ -104,10 +105,10 @@ def test_the_architecture_is_a_searchable_choice():
 
 def test_optuna_missing_is_a_clear_error(monkeypatch):
     tj = TuneJob.load(TINY, search="optuna")
-    real = tuning.importlib.util.find_spec
-    monkeypatch.setattr(tuning.importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
     with pytest.raises(TuneError, match=r"pip install 'mtcore\[optuna\]'"):
-        tuning._searcher(tj, 1)
+        driver._searcher(tj, 1)
 
 
 # --------------------------------------------------------------------------- resources
@@ -209,7 +210,7 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
     # One trial at a time on both CPUs; the middle one cannot learn (lr_scale 0.001), so ASHA stops it
     # while its Train run would go on to step 200. The third trial needs that run's CPUs: before the
     # fix its placement group outlived it and the third trial waited for it, then failed.
-    monkeypatch.setattr(tuning, "UNUSED_GROUP_S", 15)  # the driver's callback: sooner than the default, for the test
+    monkeypatch.setattr(resources, "UNUSED_GROUP_S", 15)  # the driver's callback: sooner than the default, for the test
     space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0]}}
     tj = tiny_search(toy_corpus, space, ["train.max_steps=200", "train.validate_every=8"], num_samples=1,
                      workers_per_trial=2, register_as="-")

@@ -8,8 +8,8 @@ import mlflow
 import yaml
 
 
-from mtcore.distributed import tuning
-from mtcore.distributed.tuning import TuneJob
+from mtcore.distributed import tune as tuning
+from mtcore.distributed.tune import TuneJob
 
 TINY = Path(__file__).resolve().parent.parent / "experiments" / "configs" / "tune_tiny.yaml"
 

@@ -27,7 +27,7 @@ from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
-from mtcore.distributed.tuning import DEFAULT_SEARCH, SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, plan_search, run_search
+from mtcore.distributed.tune import DEFAULT_SEARCH, SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, plan_search, run_search
 
 DEFAULT_CONFIG = DEFAULT_SEARCH
 

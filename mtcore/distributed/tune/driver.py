@@ -1,0 +1,159 @@
+"""`run_search`: plan resources, open the parent MLflow run, run (or restore) the `Tuner`, then hand
+the trials to `results`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import time
+
+from mtcore.distributed import ray_training
+from mtcore.runs import home
+from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, _release_callback,
+                                              plan_resources)
+from mtcore.distributed.tune.results import SearchOutcome, _close_children, _finish_search, _trial_rows, trial_states
+from mtcore.distributed.tune.space import METRIC, RUNG_METRICS, TIME_ATTR, TuneError, TuneJob, base_point, param_space
+from mtcore.distributed.tune.trial import _trial
+
+log = logging.getLogger(__name__)
+
+
+def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool):
+    """The search's own MLflow run (a `TrackedRun`); its trials are its children. `resume` continues it."""
+    from mtcore import tracking
+    from mtcore.tracking.run import open_run
+
+    tags = tracking.standard_tags("experiments/tune_transformer.py", train_data) | {
+        "mtcore.tune.scheduler": tj.search.scheduler, "mtcore.tune.search": tj.search.search,
+        "mtcore.tune.resources": plan.describe(),
+    }
+    params = tracking.flatten(tj.base.to_dict(), "base.")
+    params |= {f"space.{p.key}": p.describe() for p in tj.search.space}
+    params |= tracking.flatten({k: v for k, v in tj.search.to_dict().items() if k != "space"}, "search.")
+    params |= {"search.workers_per_trial_resolved": str(plan.workers_per_trial),
+               "search.concurrent_trials_resolved": str(plan.concurrent_trials)}
+    return open_run(tj.search.experiment, name, tags=tags, params=params, continue_named=resume)
+
+
+def _scheduler(tj: TuneJob):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if tj.search.scheduler == "fifo":
+        return FIFOScheduler()  # the best trial is picked by dev BLEU afterwards, whatever the scheduler
+    t, a = tj.base.run.train, tj.search.asha
+    grace = a.grace_period or t.validate_every or 1
+    # Rungs stay below the last step (a trial that trained to its end is not stopped before its test
+    # evaluation); runs bounded by a time budget have no step limit of ASHA's own.
+    max_t = a.max_t or (t.max_steps - 1 if t.max_steps else 10**9)
+    # stop_last_trials=False: a trial that reaches max_t ends by itself (test BLEU, artifacts), not killed.
+    return ASHAScheduler(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric], grace_period=grace,
+                         reduction_factor=a.reduction_factor, max_t=max(max_t, grace), stop_last_trials=False)
+
+
+def _searcher(tj: TuneJob, concurrent: int):
+    from ray.tune.search import BasicVariantGenerator
+
+    points = [base_point(tj)] if tj.search.start_from_base else None
+    if tj.search.search == "random":  # Tune ignores max_concurrent_trials for a generator: it limits itself
+        return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent, points_to_evaluate=points)
+    if importlib.util.find_spec("optuna") is None:
+        raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
+                        "(or use --search random)")
+    from ray.tune.search.optuna import OptunaSearch
+
+    return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed, points_to_evaluate=points)
+
+
+def plan_search(tj: TuneJob) -> ResourcePlan:
+    """The search's resources on the cluster at hand (starting or joining Ray): what `--dry-run` prints."""
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+
+    init_ray()
+    return plan_resources(tj.search, available_cpus(), available_gpus())
+
+
+def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tune_callbacks: list | None = None,
+               verbose: int = 1) -> SearchOutcome:
+    """Run (or with `resume`, continue) the search; returns the table of trials and the best trial's test result.
+
+    `tune_callbacks` are Ray Tune callbacks of the Tuner (e.g. to interrupt a search in tests)."""
+    from ray import tune
+
+    from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+
+    t0 = time.perf_counter()
+    init_ray()
+    plan = plan_resources(tj.search, available_cpus(), available_gpus())
+    name = tj.search_name()
+    storage = home() / "ray_tune"
+    path = storage / name
+    exists = (path / "tuner.pkl").is_file()
+    if resume and not exists:
+        raise TuneError(f"--resume: no search '{name}' in {storage} to continue (start it without --resume)")
+    if exists and not resume:
+        if not overwrite:
+            raise TuneError(f"search '{name}' already exists in {path}: pass --resume to continue it, "
+                            f"or --overwrite to start it again")
+        shutil.rmtree(path)
+
+    # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
+    train_data = ray_training.resolve_train_data(tj.base)
+    ray_training.tokenizer_for(train_data, tj.base)
+    base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
+    parent = _open_parent_run(tj, name, plan, train_data, resume)
+    ctx = {
+        "tracking_uri": parent.uri, "runs_dir": str(home()), "parent_run_id": parent.run_id,
+        "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu,
+    }
+    # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
+    # (Tune refuses an all-zero request; a little memory is what the driver does use.)
+    trainable = tune.with_resources(tune.with_parameters(_trial, base=base.to_dict(), ctx=ctx), TRIAL_DRIVER_RESOURCES)
+    # Tune stops a trial (ASHA, Ctrl-C) by asking its function to return and kills it only after
+    # TUNE_FORCE_TRIAL_CLEANUP_S (600 s by default). A trial blocked in its Train run never returns by
+    # itself, so its workers would keep their CPUs for 10 minutes while the next trial waits: kill it soon.
+    os.environ.setdefault("TUNE_FORCE_TRIAL_CLEANUP_S", str(STOPPED_TRIAL_KILL_S))
+    if resume:
+        tuner = tune.Tuner.restore(str(path), trainable=trainable)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space(tj.search.space),
+            tune_config=tune.TuneConfig(
+                num_samples=tj.search.num_samples, scheduler=_scheduler(tj),  # metric: set on each of them
+                search_alg=_searcher(tj, plan.concurrent_trials),
+                max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
+                time_budget_s=tj.search.time_budget_min * 60 or None,
+            ),
+            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=verbose,
+                                     callbacks=[_release_callback(), *(tune_callbacks or [])]),
+        )
+    fit_start = time.perf_counter()
+    grid = tuner.fit()
+    budget = tj.search.time_budget_min * 60
+    budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
+    states = trial_states(path)
+    rows = _trial_rows(grid, states)
+    unfinished = _unfinished_ids(states)
+    for r in rows:
+        if r.trial_id in unfinished:  # never started, or running when the search ended
+            r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
+    outcome = SearchOutcome(name, path, parent.run_id, plan, rows)
+    _close_children(parent, rows)
+    if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
+        outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
+        parent.end("KILLED")
+    else:
+        _finish_search(tj, base, outcome, parent, ctx)
+    outcome.elapsed_s = time.perf_counter() - t0
+    return outcome
+
+
+def _expected_trials(tj: TuneJob) -> int:
+    return tj.search.trials
+
+
+def _unfinished_ids(states: dict[str, tuple[str, str]]) -> set[str]:
+    return {trial_id for trial_id, status in states.values() if status not in ("TERMINATED", "ERROR")}
