@@ -1,0 +1,178 @@
+"""mtcore's default job vs Hugging Face's MarianMTModel trained from scratch on the same budget (issue 17).
+
+    python benchmarks/budget_bleu.py                          # the default job's budget (12 minutes) for each
+    python benchmarks/budget_bleu.py --minutes 1 --test-limit 50   # a quick look
+
+Figure: `experiments/train_transformer.py` as a new user runs it (the default job: `preset: auto`,
+2 Ray Train CPU workers, validation picks the best checkpoint), tested with beam 5.
+Anchor: `transformers.MarianMTModel` built from scratch with the same shape as the default job's
+model (mtcore's own Marian export config: layers, d_model, heads, FFN, tied embeddings, dropout: the
+same parameter count), the same SentencePiece vocabulary, the same cleaned training pairs and token
+batches (both ranks' batches of a step), the same label-smoothed loss, Adam and Noam schedule, trained
+for the same wall-clock minutes in one process with every core as a torch thread (how a user runs
+HF on a CPU box), then decoded with beam 5 through `generate`. Both are scored with sacreBLEU on the
+same test pairs. Goal: mtcore >= 1.5x the anchor's test BLEU and >= 2x its training tokens/s.
+Needs transformers (the `export` extra). Runs in its own MLflow store; the cleaned corpus and the
+tokenizer of the workspace are reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def train_marian(job, train_data: str, spm_model: str, minutes: float, workers: int, log=print):
+    """The anchor: a MarianMTModel trained like mtcore's run, on one process. Returns (model, steps, tokens/s)."""
+    import torch
+    from transformers import MarianMTModel
+
+    from mtcore.distributed.ray_training import load_pairs
+    from mtcore.nmt.batching import TokenBatchSampler, collate
+    from mtcore.nmt.export import marian_config
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
+    from mtcore.nmt.training import encode_pairs, label_smoothed_loss, make_optimizer
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(job.run.train.seed)
+    tok = Tokenizer(spm_model)
+    model_cfg, train_cfg = job.run.model, job.run.train
+    shape = build_model(model_cfg, vocab_size=tok.vocab_size)
+    cfg = marian_config(shape, model_cfg.max_positions - 1)
+    cfg.dropout, cfg.attention_dropout = model_cfg.dropout, model_cfg.attention_dropout  # training, not the export's 0
+    model = MarianMTModel(cfg)
+    ours = sum(p.numel() for p in shape.parameters())
+    theirs = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    log(f"anchor: MarianMTModel {theirs / 1e6:.2f}M trainable parameters (mtcore's model: {ours / 1e6:.2f}M)")
+    del shape
+    train, _ = encode_pairs(tok, load_pairs(train_data, job, job.job.train_limit), train_cfg.max_len)
+    src_lens = [len(s) + 1 for s, _ in train]
+    tgt_lens = [len(t) + 1 for _, t in train]
+    sampler = TokenBatchSampler(src_lens, tgt_lens, train_cfg.max_tokens, seed=train_cfg.seed)
+    per_step = workers * train_cfg.accumulation  # mtcore's step: each rank's batch (× accumulation)
+    optimizer, scheduler = make_optimizer(model, train_cfg, model_cfg.d_model)
+    clip = train_cfg.clip_norm if train_cfg.clip_norm > 0 else math.inf
+    budget, t0, steps, tokens, epoch = minutes * 60, time.perf_counter(), 0, 0, 0
+    last_log = t0
+    model.train()
+    while time.perf_counter() - t0 < budget:
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        for i in range(0, len(batches) - per_step + 1, per_step):
+            group = batches[i:i + per_step]
+            for idx in group:
+                src, tgt_in, tgt_out = collate([train[j] for j in idx])
+                logits = model(input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in,
+                               decoder_attention_mask=tgt_in != PAD_ID).logits
+                loss, _, n_tgt = label_smoothed_loss(logits, tgt_out, train_cfg.label_smoothing)
+                (loss / max(n_tgt, 1) / len(group)).backward()
+                tokens += int((src != PAD_ID).sum()) + n_tgt
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            steps += 1
+            now = time.perf_counter()
+            if now - last_log >= 30:
+                log(f"anchor: step {steps:>6}  loss {loss.item() / max(n_tgt, 1):.3f}  "
+                    f"{tokens / (now - t0):,.0f} tok/s  {(now - t0) / 60:.1f}/{minutes:g} min")
+                last_log = now
+            if now - t0 >= budget:
+                break
+        epoch += 1
+    elapsed = time.perf_counter() - t0
+    return model.eval(), steps, tokens / elapsed, tok
+
+
+def decode_marian(model, tok, sources: list[str], beam: int, batch_size: int = 32) -> tuple[list[str], float]:
+    """Beam search through `generate`, length-sorted batches; (translations in input order, sentences/s)."""
+    import torch
+
+    from mtcore.config import DecodeConfig
+    from mtcore.nmt.decoding import encode_sources
+    from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+    limits = DecodeConfig()
+    ids = encode_sources(tok, sources, max_len=model.config.max_position_embeddings - 1)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out: list[list[int]] = [[] for _ in ids]
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            src = torch.full((len(idx), max(len(ids[i]) for i in idx)), PAD_ID)
+            for row, i in enumerate(idx):
+                src[row, :len(ids[i])] = torch.tensor(ids[i])
+            limit = int(limits.max_len_a * src.size(1) + limits.max_len_b)
+            gen = model.generate(input_ids=src, attention_mask=src != PAD_ID, num_beams=beam, do_sample=False,
+                                 max_new_tokens=limit, max_length=None, decoder_start_token_id=BOS_ID,
+                                 eos_token_id=EOS_ID, pad_token_id=PAD_ID, bad_words_ids=[[PAD_ID], [BOS_ID]])
+            for row, i in enumerate(idx):
+                out[i] = [t for t in gen[row].tolist()[1:] if t not in (PAD_ID, EOS_ID)]
+    return tok.decode(out), len(sources) / (time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, help="training budget of each (default: the default job's)")
+    ap.add_argument("--test-limit", type=int, default=0, help="first N test pairs (default: the default job's)")
+    args = ap.parse_args(argv)
+    if importlib.util.find_spec("transformers") is None:
+        sys.exit("budget_bleu.py needs transformers: pip install -e '.[export]'")
+    work = Path(tempfile.mkdtemp(prefix="budget_bleu-"))
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
+
+    from mtcore.console import configure
+    from mtcore.distributed.cluster import init_ray
+    from mtcore.distributed.jobs import DEFAULT_JOB, TrainingJob
+    from mtcore.distributed.ray_training import load_pairs, resolve_train_data, run_training, tokenizer_for
+    from mtcore.nmt.metrics import score_translations
+    from mtcore.tracking.run import TrackedRun
+
+    configure()
+    init_ray()
+    overrides = [f"job.run_name=bench-budget-{time.strftime('%Y%m%d-%H%M%S')}"]  # fresh, never resumed
+    overrides += [f"train.time_budget_min={args.minutes}"] if args.minutes else []
+    overrides += [f"job.test_limit={args.test_limit}"] if args.test_limit else []
+    job = TrainingJob.load(DEFAULT_JOB, overrides)
+    minutes = job.run.train.time_budget_min
+    print(f"figure: the default job, {minutes:g} min ({job.preset_note})", flush=True)
+    t0 = time.perf_counter()
+    ours = run_training(job)
+    ours_wall = time.perf_counter() - t0
+    history = TrackedRun(os.environ["MLFLOW_TRACKING_URI"], ours.mlflow_run_id).metric_history("train/tokens_per_s")
+    ours_tok_s = sum(v for _, v in history) / max(len(history), 1)
+    print(f"figure: test BLEU {ours.test['test/bleu']:.2f}, {ours.steps} steps, {ours_tok_s:,.0f} tok/s", flush=True)
+
+    train_data = resolve_train_data(job)
+    spm = tokenizer_for(train_data, job)
+    print(f"anchor: MarianMTModel from scratch, {minutes:g} min, {os.cpu_count()} torch threads", flush=True)
+    model, steps, marian_tok_s, tok = train_marian(job, train_data, str(spm), minutes, ours.workers, log=lambda m: print(m, flush=True))
+    test = load_pairs(job.job.test_data, job, job.job.test_limit)
+    hyps, sent_s = decode_marian(model, tok, [s for s, _ in test], beam=job.job.test_beam)
+    marian = score_translations(hyps, [t for _, t in test])
+    marian_bleu = marian['test/bleu']
+    print(f"anchor: test BLEU {marian_bleu:.2f}, {steps} steps, {marian_tok_s:,.0f} tok/s, decoding {sent_s:.1f} sentences/s",
+          flush=True)
+
+    ratio = lambda a, b: a / b if b else float("inf")  # noqa: E731
+    print(f"\n{platform.node()} ({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}; "
+          f"{len(test)} test pairs, beam {job.job.test_beam}; mtcore's whole run took {ours_wall / 60:.1f} min")
+    print(f"{'':22}{'mtcore default':>16}{'HF Marian':>12}{'mtcore/Marian':>15}")
+    print(f"{'test BLEU':22}{ours.test['test/bleu']:>16.2f}{marian_bleu:>12.2f}{ratio(ours.test['test/bleu'], marian_bleu):>15.2f}")
+    print(f"{'training tokens/s':22}{ours_tok_s:>16,.0f}{marian_tok_s:>12,.0f}{ratio(ours_tok_s, marian_tok_s):>15.2f}")
+    print(f"{'steps':22}{ours.steps:>16}{steps:>12}{ratio(ours.steps, steps):>15.2f}")
+    print(f"signature: {ours.test['test/bleu_signature']} (anchor: {marian['test/bleu_signature']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
