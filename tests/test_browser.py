@@ -20,6 +20,7 @@ import pytest
 
 from mtcore.distributed import ray_training
 
+from mtcore import tracking
 from mtcore.tracking import ui
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import REPO_ROOT
@@ -121,6 +122,16 @@ def test_mlflow_ui_shows_run_bleu_and_heatmap(trained_run, mlflow_uri, browser_f
         wait_for(lambda: "Training runs" in body() and bool(driver.find_elements(By.PARTIAL_LINK_TEXT, name[:20])),
                  f"run {name} in the experiment's runs table")
         screenshot("experiment")
+
+        # `mtcore ui`'s link opens the runs table as a leaderboard (the shared view mtcore tags experiments
+        # with): sorted by test BLEU, best first, and the leaderboard's metrics and params as its columns.
+        driver.get(ui.runs_table_url(server.url, exp_id))
+        wait_for(lambda: "Sort: test/bleu" in body() and "test/chrf" in body(), "the leaderboard sorted by test/bleu")
+        header = driver.find_element(By.XPATH, "//*[normalize-space(text())='test/bleu']/ancestor::*[@role='row'][1]").text
+        for column in ("dev/bleu", "test/bleu", "test/chrf", "model.arch"):
+            assert column in header, header
+        assert "train/loss" not in body()  # only the leaderboard's columns, not every metric the run logged
+        screenshot("leaderboard")
 
         # The run page shows test/bleu (and chrF) with the logged values.
         driver.get(f"{server.url}/#/experiments/{exp_id}/runs/{run_id}")

@@ -112,7 +112,11 @@ def test_untagged_experiments_are_marked_as_model_training(tmp_path):
     exp_id = client.create_experiment("old-runs")
     assert tracking.EXPERIMENT_KIND_TAG not in client.get_experiment(exp_id).tags
     assert ui.mark_experiments(store) == 2  # "old-runs" and "Default"
-    assert client.get_experiment(exp_id).tags[tracking.EXPERIMENT_KIND_TAG] == tracking.EXPERIMENT_KIND
+    tags = client.get_experiment(exp_id).tags
+    assert tags[tracking.EXPERIMENT_KIND_TAG] == tracking.EXPERIMENT_KIND
+    key, view = tracking.leaderboard_view()
+    assert json.loads(tags[tracking.SHARED_VIEW_TAG + key]) == json.loads(view)  # the runs table as a leaderboard
+    assert json.loads(view)["orderByKey"] == "metrics.`test/bleu`" and json.loads(view)["orderByAsc"] is False
     assert ui.mark_experiments(store) == 0
 
 
@@ -125,4 +129,5 @@ def test_the_newest_runs_experiment_is_the_one_to_open(tmp_path):
     time.sleep(0.01)
     client.create_run(older)  # started last: its experiment is the one a user just worked in
     assert ui.newest_experiment(store) == (older, "clean")
-    assert ui.runs_table_url("http://127.0.0.1:5000", older) == f"http://127.0.0.1:5000/#/experiments/{older}"
+    assert ui.runs_table_url("http://127.0.0.1:5000", older) == (
+        f"http://127.0.0.1:5000/#/experiments/{older}/runs?viewStateShareKey={tracking.leaderboard_view()[0]}")

@@ -179,7 +179,7 @@ def setup(experiment: str):
     if artifacts and mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=artifacts)
     exp = mlflow.set_experiment(experiment)
-    if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+    if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND or SHARED_VIEW_TAG + leaderboard_view()[0] not in exp.tags:
         mark_model_training(mlflow.MlflowClient(), exp.experiment_id)
     return mlflow
 
@@ -189,11 +189,35 @@ def setup(experiment: str):
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
+# The runs table as a leaderboard: best test BLEU first, the columns an MT user compares. The MLflow UI keeps
+# a user's own column choice in the browser; its *shared views* are the one server-side way to set them: the
+# UI reads the view from the experiment tag `mlflow.sharedViewState.KEY` when its URL carries
+# `?viewStateShareKey=KEY`. `mtcore ui` prints that URL.
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+LEADERBOARD_METRICS = ("test/bleu", "test/chrf", "dev/bleu", "model/params", "train/tokens_per_s")
+LEADERBOARD_PARAMS = ("model.arch", "model.d_model", "model.layers", "model.heads", "train.time_budget_min")
+
+
+def leaderboard_view() -> tuple[str, str]:
+    """(share key, view state JSON) of the leaderboard view; the key changes when the view does."""
+    import json
+
+    view = {
+        "orderByKey": "metrics.`test/bleu`", "orderByAsc": False,
+        "selectedColumns": ["attributes.`Run Name`", *(f"metrics.`{m}`" for m in LEADERBOARD_METRICS),
+                            *(f"params.`{p}`" for p in LEADERBOARD_PARAMS), "attributes.`Duration`"],
+    }
+    body = json.dumps(view, separators=(",", ":"))
+    return "mtcore-leaderboard-" + hashlib.sha256(body.encode()).hexdigest()[:12], body
+
 
 def mark_model_training(client, experiment_id: str) -> None:
-    """Tag an experiment so that the MLflow UI shows it as model training (runs, metrics, artifacts)."""
+    """Tag an experiment so that the MLflow UI shows it as model training (runs, metrics, artifacts), with
+    the leaderboard view available under its share key."""
+    key, body = leaderboard_view()
     try:
         client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        client.set_experiment_tag(experiment_id, SHARED_VIEW_TAG + key, body)
     except Exception as err:  # noqa: BLE001 - a display hint must never stop a job
         log.warning("could not tag experiment %s for the MLflow UI: %s", experiment_id, err)
 

@@ -110,7 +110,8 @@ def log_training_artifacts(run_id: str, tracking_uri: str, *, result: dict[str, 
     mlflow.set_tracking_uri(tracking_uri)
     client = mlflow.MlflowClient()
     with mlflow.start_run(run_id=run_id):
-        mlflow.log_metrics({"test/bleu": result["test/bleu"], "test/chrf": result["test/chrf"]})
+        mlflow.log_metrics({"test/bleu": result["test/bleu"], "test/chrf": result["test/chrf"]}
+                           | ({"model/params": float(result["params"])} if result.get("params") else {}))
         if train_data and test_data:
             for path, context in ((train_data, "training"), (test_data, "test")):
                 log_corpus_input(path, context)

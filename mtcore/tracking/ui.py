@@ -239,10 +239,11 @@ def mark_experiments(store: str) -> int:
     """Tag the store's experiments that MLflow 3 would open as GenAI pages as model training; how many were tagged."""
     import mlflow
 
-    from mtcore.tracking import EXPERIMENT_KIND_TAG, mark_model_training
+    from mtcore.tracking import EXPERIMENT_KIND_TAG, SHARED_VIEW_TAG, leaderboard_view, mark_model_training
 
     client = mlflow.MlflowClient(tracking_uri=store)
-    todo = [e for e in client.search_experiments() if EXPERIMENT_KIND_TAG not in e.tags]
+    view = SHARED_VIEW_TAG + leaderboard_view()[0]
+    todo = [e for e in client.search_experiments() if EXPERIMENT_KIND_TAG not in e.tags or view not in e.tags]
     for exp in todo:
         mark_model_training(client, exp.experiment_id)
     return len(todo)
@@ -261,8 +262,10 @@ def newest_experiment(store: str) -> tuple[str, str] | None:
 
 
 def runs_table_url(base: str, experiment_id: str) -> str:
-    """The experiment's page, which opens on its runs table (the experiments are tagged as model training)."""
-    return f"{base}/#/experiments/{experiment_id}"
+    """The experiment's runs table as a leaderboard (best test BLEU first; see tracking.leaderboard_view)."""
+    from mtcore.tracking import leaderboard_view
+
+    return f"{base}/#/experiments/{experiment_id}/runs?viewStateShareKey={leaderboard_view()[0]}"
 
 
 @entry_point
