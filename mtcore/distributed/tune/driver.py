@@ -12,9 +12,9 @@ import time
 
 from mtcore.distributed import ray_training
 from mtcore.runs import home
-from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, _release_callback,
-                                              plan_resources)
-from mtcore.distributed.tune.results import SearchOutcome, _close_children, _finish_search, _trial_rows, trial_states
+from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, plan_resources,
+                                              release_callback)
+from mtcore.distributed.tune.results import SearchOutcome, close_children, finish_search, trial_rows, trial_states
 from mtcore.distributed.tune.space import METRIC, RUNG_METRICS, TIME_ATTR, TuneError, TuneJob, base_point, param_space
 from mtcore.distributed.tune.trial import _trial
 
@@ -128,25 +128,25 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                 time_budget_s=tj.search.time_budget_min * 60 or None,
             ),
             run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=verbose,
-                                     callbacks=[_release_callback(), *(tune_callbacks or [])]),
+                                     callbacks=[release_callback(), *(tune_callbacks or [])]),
         )
     fit_start = time.perf_counter()
     grid = tuner.fit()
     budget = tj.search.time_budget_min * 60
     budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
     states = trial_states(path)
-    rows = _trial_rows(grid, states)
+    rows = trial_rows(grid, states)
     unfinished = _unfinished_ids(states)
     for r in rows:
         if r.trial_id in unfinished:  # never started, or running when the search ended
             r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
     outcome = SearchOutcome(name, path, parent.run_id, plan, rows)
-    _close_children(parent, rows)
+    close_children(parent, rows)
     if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
         outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
         parent.end("KILLED")
     else:
-        _finish_search(tj, base, outcome, parent, ctx)
+        finish_search(tj, base, outcome, parent, ctx)
     outcome.elapsed_s = time.perf_counter() - t0
     return outcome
 

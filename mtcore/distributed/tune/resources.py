@@ -72,7 +72,7 @@ def unused_worker_groups(job_hex: str) -> set[str]:
             and key.endswith(job_hex) and f"CPU_group_{key[len(prefix):]}" in total and free.get(key, 0) >= amount}
 
 
-def _release_callback():
+def release_callback():
     """A Tune callback that gives back the CPUs of trials ASHA stopped.
 
     When Tune stops a trial it kills it, and the trial's Ray Train controller dies with it. Train's

@@ -67,7 +67,7 @@ def trial_states(experiment_path: str | Path) -> dict[str, tuple[str, str]]:
     return {t.path: (t.trial_id, t.status) for t in ExperimentAnalysis(str(experiment_path)).trials}
 
 
-def _trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
+def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
     ids = {path: trial_id for path, (trial_id, _) in states.items()}
     rows = []
     for result in grid:
@@ -132,7 +132,7 @@ def registered_name(tj: TuneJob, arch: str | None = None) -> str:
     return tj.search.register_as or f"mtcore-{m.src_lang}-{m.tgt_lang}-{arch or m.arch}"
 
 
-def _close_children(parent, rows: list[TrialRow]) -> None:
+def close_children(parent, rows: list[TrialRow]) -> None:
     """Child runs of trials ASHA (or the budget) stopped: their process was killed mid-run, so end them here."""
     children = parent.children("mtcore.tune.trial_id")
     for r in rows:
@@ -148,7 +148,7 @@ def _close_children(parent, rows: list[TrialRow]) -> None:
             run.end("FAILED")
 
 
-def _finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:
+def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:
     """The best trial: its test BLEU (evaluated here if ASHA stopped it), its model registered; the parent closed."""
     from mtcore.distributed.ray_training import finish_run
     from mtcore.tracking.pyfunc import log_translator, register_translator

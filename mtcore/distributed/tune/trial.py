@@ -18,7 +18,7 @@ from mtcore.distributed.tune.space import METRIC, TIME_ATTR, TuneError, apply_ov
 log = logging.getLogger(__name__)
 
 
-def _validation_callback():
+def validation_callback():
     """Ray's TuneReportCallback, forwarding only validation reports (they carry dev BLEU).
 
     Step reports (train/loss every log interval) would reach ASHA without its metric and
@@ -58,7 +58,7 @@ def _trial(config: dict[str, Any], *, base: dict[str, Any], ctx: dict[str, Any])
     # Train driver therefore runs as a task outside that group; it dies with the trial if Tune stops it.
     drive = ray.remote(num_cpus=0, max_retries=0)(_drive_training).options(scheduling_strategy="DEFAULT")
     try:
-        outcome = ray.get(drive.remote(job.to_dict(), ctx, [_validation_callback()]))
+        outcome = ray.get(drive.remote(job.to_dict(), ctx, [validation_callback()]))
     except Exception as err:
         cause = getattr(err, "cause", None) or err
         run.set_tags({"mtcore.tune.error": str(cause)[:4000]})
@@ -79,7 +79,7 @@ def _use_driver_settings(ctx: dict[str, Any]) -> None:
     """Trials run in other processes: use the search driver's MLflow store and work directory."""
     os.environ["MLFLOW_TRACKING_URI"] = ctx["tracking_uri"]
     os.environ["MTCORE_HOME"] = ctx["runs_dir"]
-    # The workers of a trial ASHA has just stopped are released asynchronously (`_release_callback`
+    # The workers of a trial ASHA has just stopped are released asynchronously (`release_callback`
     # removes their placement group UNUSED_GROUP_S after they are gone), which is longer than Train's
     # default 60 s wait for a worker group. The next trial waits instead of failing.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(WORKER_GROUP_START_TIMEOUT_S))
