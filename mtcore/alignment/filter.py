@@ -546,7 +546,6 @@ def run_name(cfg: FilterConfig, input_path) -> str:
 def _track(cfg: FilterConfig, report, output: Path, input_path) -> str | None:
     try:
         from mtcore import tracking
-
         from mtcore.tracking.run import tracked_run
 
         tags = tracking.standard_tags("pipelines/align_filter.py", input_path)

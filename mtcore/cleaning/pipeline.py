@@ -338,7 +338,6 @@ def track_clean(input_path: Path, output: Path, report: dict, cfg: CleaningConfi
     """One MLflow run for a finished cleaning stage; a tracking failure warns and never loses the stage."""
     try:
         from mtcore import tracking
-
         from mtcore.tracking.run import tracked_run
 
         figures = report_figures(output)
