@@ -266,13 +266,13 @@ def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool =
     return out
 
 
-@torch.inference_mode()
 def resolve(decode: DecodeConfig | None, fields: dict) -> DecodeConfig:
     """`decode` (default: greedy) with keyword fields (`beam=4`, …) applied on top."""
     base = decode if decode is not None else GREEDY
     return base.replace(**fields) if fields else base
 
 
+@torch.inference_mode()
 def translate_ids(
     model: Seq2Seq,
     sources: Sequence[list[int]],
