@@ -12,7 +12,7 @@ batches (both ranks' batches of a step), the same label-smoothed loss, Adam and 
 for the same wall-clock minutes in one process with every core as a torch thread (how a user runs
 HF on a CPU box), then decoded with beam 5 through `generate`. Both are scored with sacreBLEU on the
 same test pairs. Goal: mtcore >= 1.5x the anchor's test BLEU and >= 2x its training tokens/s.
-Needs transformers (the `export` extra). Runs in its own MLflow store; the cleaned corpus and the
+Needs transformers (the `bench` extra). Runs in its own MLflow store; the cleaned corpus and the
 tokenizer of the workspace are reused.
 """
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-limit", type=int, default=0, help="first N test pairs (default: the default job's)")
     args = ap.parse_args(argv)
     if importlib.util.find_spec("transformers") is None:
-        sys.exit("budget_bleu.py needs transformers: pip install -e '.[export]'")
+        sys.exit("budget_bleu.py needs transformers: pip install -e '.[bench]'")
     work = Path(tempfile.mkdtemp(prefix="budget_bleu-"))
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
 
