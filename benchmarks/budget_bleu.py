@@ -1,6 +1,6 @@
 """mtcore's default job vs Hugging Face's MarianMTModel trained from scratch on the same budget (issue 17).
 
-    python benchmarks/budget_bleu.py                          # the default job's budget (12 minutes) for each
+    python benchmarks/budget_bleu.py                          # the default job's budget (11 minutes) for each
     python benchmarks/budget_bleu.py --minutes 1 --test-limit 50   # a quick look
 
 Figure: `experiments/train_transformer.py` as a new user runs it (the default job: `preset: auto`,
