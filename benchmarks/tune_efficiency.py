@@ -64,6 +64,36 @@ def search_config(corpus: dict[str, str], configs: int, max_steps: int, seed: in
     }
 
 
+def compare(results: dict, goal_share: float) -> None:
+    """Print searches side by side against the first (FIFO, the exhaustive one): compute and best dev BLEU,
+    and whether each reaches within 0.5 BLEU of its best for at most `goal_share` of its trial-minutes."""
+    fifo_key = next(iter(results))
+    fifo = results[fifo_key]
+    others = list(results)[1:]
+    steps = {k: sum(r.steps for r in v.rows) for k, v in results.items()}
+    best = {k: v.best.best_dev_bleu if v.best else float("nan") for k, v in results.items()}
+    print(f"{'':22}" + "".join(f"{k:>12}" for k in results) + "".join(f"{k + '/' + fifo_key:>16}" for k in others))
+
+    def line(name, cell, ratio=None):
+        cells = "".join(f"{cell(k):>12}" for k in results)
+        ratios = "".join(f"{ratio(k):>16}" for k in others) if ratio else ""
+        print(f"{name:22}{cells}{ratios}")
+
+    line("configurations", lambda k: str(len(results[k].rows)),
+         lambda k: "same" if [r.values for r in results[k].rows] == [r.values for r in fifo.rows] else "DIFFERENT")
+    line("trials stopped early", lambda k: str(sum(r.stopped_early for r in results[k].rows)))
+    line("trial-minutes", lambda k: f"{results[k].trial_minutes:.2f}", lambda k: f"{results[k].trial_minutes / fifo.trial_minutes:.0%}")
+    line("training steps", lambda k: str(steps[k]), lambda k: f"{steps[k] / steps[fifo_key]:.0%}")
+    line("wall minutes", lambda k: f"{results[k].elapsed_s / 60:.2f}", lambda k: f"{results[k].elapsed_s / fifo.elapsed_s:.0%}")
+    line("best dev BLEU", lambda k: f"{best[k]:.2f}", lambda k: f"{best[k] - best[fifo_key]:+.2f}")
+    for k in others:
+        ok_bleu = best[k] >= best[fifo_key] - 0.5
+        ok_compute = results[k].trial_minutes <= goal_share * fifo.trial_minutes
+        print(f"goal, {k}: within 0.5 BLEU of the exhaustive best: {'yes' if ok_bleu else 'no'}; "
+              f"<= {goal_share:.0%} of its trial-minutes: {'yes' if ok_compute else 'no'} "
+              f"(of its steps: {'yes' if steps[k] <= goal_share * steps[fifo_key] else 'no'})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", type=int, default=8, help="configurations sampled (default: %(default)s)")
@@ -93,29 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {label}: {out.name}\n{format_table(out.rows, tj.search.space)}\n", flush=True)
         results[label] = out
 
+    compare(results, goal_share=0.4)
     fifo = results["FIFO"]
-    steps = {k: sum(r.steps for r in v.rows) for k, v in results.items()}
-    best = {k: v.best.best_dev_bleu if v.best else float("nan") for k, v in results.items()}
-    print(f"{'':22}" + "".join(f"{k:>12}" for k in results) + "".join(f"{k + '/FIFO':>16}" for k in list(results)[1:]))
-
-    def line(name, cell, ratio=None):
-        cells = "".join(f"{cell(k):>12}" for k in results)
-        ratios = "".join(f"{ratio(k):>16}" for k in list(results)[1:]) if ratio else ""
-        print(f"{name:22}{cells}{ratios}")
-
-    line("configurations", lambda k: str(len(results[k].rows)),
-         lambda k: "same" if [r.values for r in results[k].rows] == [r.values for r in fifo.rows] else "DIFFERENT")
-    line("trials stopped early", lambda k: str(sum(r.stopped_early for r in results[k].rows)))
-    line("trial-minutes", lambda k: f"{results[k].trial_minutes:.2f}", lambda k: f"{results[k].trial_minutes / fifo.trial_minutes:.0%}")
-    line("training steps", lambda k: str(steps[k]), lambda k: f"{steps[k] / steps['FIFO']:.0%}")
-    line("wall minutes", lambda k: f"{results[k].elapsed_s / 60:.2f}", lambda k: f"{results[k].elapsed_s / fifo.elapsed_s:.0%}")
-    line("best dev BLEU", lambda k: f"{best[k]:.2f}", lambda k: f"{best[k] - best['FIFO']:+.2f}")
-    for k in list(results)[1:]:
-        ok_bleu = best[k] >= best["FIFO"] - 0.5
-        ok_compute = results[k].trial_minutes <= 0.4 * fifo.trial_minutes
-        print(f"goal, {k}: within 0.5 BLEU of the exhaustive best: {'yes' if ok_bleu else 'no'}; "
-              f"<= 40 % of its trial-minutes: {'yes' if ok_compute else 'no'} "
-              f"(of its steps: {'yes' if steps[k] <= 0.4 * steps['FIFO'] else 'no'})")
     print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {fifo.plan.describe()}; "
           f"{datetime.date.today().isoformat()}; python {platform.python_version()}")
     print(f"work dir: {work}")

@@ -2,6 +2,8 @@
 
     python benchmarks/tune_vs_default.py                  # the default search vs the default job, 3 minutes each
     python benchmarks/tune_vs_default.py --num-samples 8
+    python benchmarks/tune_vs_default.py --max-steps 500 --num-samples 12 --fifo \
+        --search-space experiments/configs/space_around_default.yaml --asha-metric dev/loss --grace-period 100 --reduction-factor 4
 
 Anchor: `experiments/train_transformer.py` (the default job, `preset: auto`) given the search's
 per-trial training budget. Figure: the best trial of `experiments/tune_transformer.py` (the
@@ -9,11 +11,18 @@ default search, mtcore/distributed/default_search.yaml). Both are tested on the 
 pairs with the same beam (the search's `job.test_limit` and `job.test_beam`), on the embedded
 corpus, cleaned once. Goal (issue 17): the search's best trial beats the default job's test BLEU.
 Runs in its own MLflow store; the cleaned corpus and tokenizer of the workspace are reused.
+
+`--max-steps N` bounds the anchor and every trial by training steps instead of minutes (with twice the
+minutes as a cap, which keeps `preset: auto`'s choice), so that two runs of one configuration do the
+same work whatever the machine's load. `--fifo` first runs the same configurations (same seed) to the
+end without early stopping, and prints ASHA's compute and best dev BLEU against that exhaustive search
+(goal, issue 17: within 0.5 dev BLEU for at most 50 % of its trial-minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import platform
@@ -26,6 +35,12 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--num-samples", type=int, help="configurations the search samples (default: the default search's)")
+    ap.add_argument("--max-steps", type=int, default=0, help="bound the anchor and every trial by steps, not minutes")
+    ap.add_argument("--search-space", metavar="YAML", help="replaces the default search's space")
+    ap.add_argument("--fifo", action="store_true", help="also run the same configurations without early stopping")
+    ap.add_argument("--asha-metric", choices=("dev/bleu", "dev/loss"), help="what ASHA's rungs compare")
+    ap.add_argument("--grace-period", type=int, help="ASHA: steps before the first cut")
+    ap.add_argument("--reduction-factor", type=int, help="ASHA: keep the top 1/rf at each rung")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="tune_vs_default-"))
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
@@ -35,23 +50,44 @@ def main(argv: list[str] | None = None) -> int:
     from mtcore.distributed.jobs import DEFAULT_JOB, TrainingJob
     from mtcore.distributed.ray_training import run_training
     from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, format_table, run_search
+    from tune_efficiency import compare
 
     configure()
     init_ray()
-    tj = TuneJob.load(DEFAULT_SEARCH, [], num_samples=args.num_samples)
+    tj = TuneJob.load(DEFAULT_SEARCH, [], space_file=args.search_space, num_samples=args.num_samples)
+    budget = tj.base.run.train.time_budget_min
+    bound = [f"train.time_budget_min={budget}"]
+    if args.max_steps:
+        bound = [f"train.max_steps={args.max_steps}", f"train.time_budget_min={2 * budget:g}"]
+        tj = tj.with_overrides(bound)
+    asha = {k: v for k, v in (("metric", args.asha_metric), ("grace_period", args.grace_period),
+                              ("reduction_factor", args.reduction_factor)) if v is not None}
+    if asha:
+        tj = tj.with_overrides(asha=dataclasses.replace(tj.search.asha, **asha))
     trial = tj.base
-    budget = trial.run.train.time_budget_min
     same_test = [f"job.test_limit={trial.job.test_limit}", f"job.test_beam={trial.job.test_beam}"]
-    default = TrainingJob.load(DEFAULT_JOB, [f"train.time_budget_min={budget}", *same_test,
-                                                 f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
-    print(f"anchor: the default job with train.time_budget_min={budget} ({default.preset_note})", flush=True)
+    default = TrainingJob.load(DEFAULT_JOB, [*bound, *same_test,
+                                             f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
+    print(f"anchor: the default job with {' '.join(bound)} ({default.preset_note})", flush=True)
     anchor = run_training(default)
     print(f"anchor: test BLEU {anchor.test['test/bleu']:.2f}, best dev BLEU {anchor.best_dev_bleu:.2f}, "
           f"{anchor.steps} steps", flush=True)
 
-    print(f"figure: the default search, {tj.search.trials} trials of {budget} min", flush=True)
+    per_trial = f"{args.max_steps} steps" if args.max_steps else f"{budget:g} min"
+    fifo = None
+    if args.fifo:
+        print(f"exhaustive: the same {tj.search.trials} configurations of {per_trial}, no early stopping", flush=True)
+        fifo = run_search(tj.with_overrides(scheduler="fifo"), overwrite=True, verbose=0)
+        print(format_table(fifo.rows, tj.search.space), flush=True)
+    print(f"figure: the search ({tj.search.scheduler}, rungs on {tj.search.asha.metric}), {tj.search.trials} trials "
+          f"of {per_trial}", flush=True)
     search = run_search(tj, overwrite=True, verbose=0)
     print(format_table(search.rows, tj.search.space), flush=True)
+    if fifo is not None:
+        print()
+        compare({"FIFO": fifo, tj.search.scheduler.upper(): search}, goal_share=0.5)
+        if fifo.best:
+            print(f"FIFO's best trial (by dev BLEU): test BLEU {fifo.best.test_bleu:.2f}", flush=True)
     best_test = search.test.get("test/bleu", float("nan"))
     best_dev = search.best.best_dev_bleu if search.best else float("nan")
 
