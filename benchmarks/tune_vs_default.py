@@ -91,11 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     best_test = search.test.get("test/bleu", float("nan"))
     best_dev = search.best.best_dev_bleu if search.best else float("nan")
 
+    ratio = lambda a, b: f"{a / b:.2f}" if b else "-"  # noqa: E731
     print(f"\n{'':26}{'default job':>14}{'search best':>14}{'search/default':>16}")
-    print(f"{'test BLEU':26}{anchor.test['test/bleu']:>14.2f}{best_test:>14.2f}{best_test / anchor.test['test/bleu']:>16.2f}")
-    print(f"{'best dev BLEU':26}{anchor.best_dev_bleu:>14.2f}{best_dev:>14.2f}{best_dev / anchor.best_dev_bleu:>16.2f}")
+    print(f"{'test BLEU':26}{anchor.test['test/bleu']:>14.2f}{best_test:>14.2f}{ratio(best_test, anchor.test['test/bleu']):>16}")
+    print(f"{'best dev BLEU':26}{anchor.best_dev_bleu:>14.2f}{best_dev:>14.2f}{ratio(best_dev, anchor.best_dev_bleu):>16}")
     print(f"{'minutes (wall)':26}{anchor.elapsed_s / 60:>14.1f}{search.elapsed_s / 60:>14.1f}"
-          f"{search.elapsed_s / anchor.elapsed_s:>16.2f}")
+          f"{ratio(search.elapsed_s, anchor.elapsed_s):>16}")
     print(f"test BLEU gain of the search: {best_test - anchor.test['test/bleu']:+.2f} "
           f"({trial.job.test_limit or 'all'} test pairs, beam {trial.job.test_beam}); goal > 0: "
           f"{'met' if best_test > anchor.test['test/bleu'] else 'missed'}")
