@@ -15,6 +15,10 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
               NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
               project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
+              With `--nmt FORWARD REVERSE` (two mtcore checkpoints, en→vi and vi→en): the dual
+              conditional cross-entropy score (Junczys-Dowmunt 2018; mtcore/alignment/dual_xent.py),
+              calibrated the same two ways on the same kinds of negatives, and its sum with the
+              margin (each standardised by the median and MAD of the corpus's own scores).
   filter      clean held-out pairs with 10 % of rows misaligned on purpose, one kind at a time:
                 shuffled      target of a random other row
                 near_miss     target of another message of the same catalog (random)
@@ -30,7 +34,7 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               (Gale & Church 1993) on the same documents. Goal ≥ 0.90.
               Also: the real Debian New Maintainers' Guide pair (no gold; blocks and time).
 
-    python benchmarks/align_quality.py [--encoder builtin] [--n 1000] [--seed 0] [--json out.json]
+    python benchmarks/align_quality.py [--encoder builtin] [--n 1000] [--seed 0] [--json out.json] [--nmt FWD REV]
 """
 
 from __future__ import annotations
@@ -235,6 +239,55 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     return out
 
 
+def standardise(v: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(v − median) / MAD of the reference scores (the corpus's own pairs): comparable units for a sum."""
+    med = float(np.median(ref))
+    return (v - med) / max(float(np.median(np.abs(ref - med))), 1e-9)
+
+
+def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, seed: int,
+                    max_false_reject: float = MAX_FALSE_REJECT) -> dict:
+    """Dual conditional cross-entropy on the near-miss dev set: OLD/NEW calibration and hindsight, as bench_near_miss."""
+    from sklearn.metrics import roc_auc_score
+
+    from mtcore.alignment import negatives
+    from mtcore.alignment.dual_xent import dual_xent_scores
+    from mtcore.nmt.checkpoint import load_checkpoint
+
+    fwd, rev = load_checkpoint(forward_dir), load_checkpoint(reverse_dir)
+    src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    bad = np.asarray(table["label"].to_pylist(), dtype=bool)
+    kinds = np.asarray(table["kind"].to_pylist())
+    per_kind = lambda rej: {str(k): round(float(rej[kinds == k].mean()), 4) for k in sorted(set(kinds)) if k != "ok"}  # noqa: E731
+    t0 = time.perf_counter()
+    real = dual_xent_scores(fwd, rev, src, tgt)
+    seconds = time.perf_counter() - t0
+    partner = misaligned_partners(origins, len(src), seed)
+    mis = dual_xent_scores(fwd, rev, src, [tgt[j] for j in partner])
+    # The same near-miss negatives the filter calibrates on (mtcore.alignment.filter.score_pairs), made from this set.
+    pairs = negatives.near_miss_pairs(src, tgt, origins, seed, FilterConfig().synthetic_rows)
+    near = dual_xent_scores(fwd, rev, [src[i] for i in pairs.rows], pairs.targets)
+    out = {"models": {"forward": forward_dir, "reverse": reverse_dir}, "pairs_per_second": round(len(src) / seconds, 1)}
+
+    def rows_for(score: np.ndarray, mis_s: np.ndarray | None, near_s: np.ndarray | None) -> dict:
+        g = np.sort(score[~bad])
+        t_best = float(g[min(len(g) - 1, int(max_false_reject * len(g)))])
+        d = {"roc_auc": round(float(roc_auc_score(bad, -score)), 4),
+             "hindsight": prf(score < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": per_kind(score < t_best)}}
+        if mis_s is not None:
+            t_old = auto_threshold(score, mis_s)
+            t_new, share, est, _ = near_miss_threshold(score, mis_s, near_s, max_false_reject)
+            d["old"] = prf(score < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(score, mis_s), 4), "recall_by_kind": per_kind(score < t_old)}
+            d["new"] = prf(score < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": per_kind(score < t_new)}
+        return d
+
+    out["dual_xent"] = rows_for(real, mis, near)
+    x, y = enc.encode(src), enc.encode(tgt)
+    margin = score_pairs(x, y, origins, FilterConfig().k, seed).real("margin")
+    out["margin_plus_dual_xent"] = rows_for(standardise(margin, margin) + standardise(real, real), None, None)
+    return out
+
+
 # --------------------------------------------------------------------------- documents
 
 
@@ -356,6 +409,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the figures here")
     ap.add_argument("--max-false-reject", type=float, default=MAX_FALSE_REJECT, help="target for the NEW calibration (default: %(default)s)")
     ap.add_argument("--skip-documents", action="store_true", help="leave out the document-alignment section")
+    ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), help="en→vi and vi→en checkpoints: add the dual cross-entropy score")
+    ap.add_argument("--only-near-miss", action="store_true", help="the near-miss section only")
     args = ap.parse_args(argv)
     enc = load_encoder(args.encoder)
     table = heldout_pairs(args.n, args.seed)
@@ -388,6 +443,22 @@ def main(argv=None) -> int:
         for which in ("old", "new"):
             k = next(k for k in m if k.startswith("rules_plus_") and k.endswith(which))
             print(f"  cleaning rules + filter {which.upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+        if args.nmt:
+            res["dual_xent"] = dx = bench_dual_xent(enc, nm, *args.nmt, args.seed, args.max_false_reject)
+            print(f"  dual conditional cross-entropy ({dx['pairs_per_second']} pairs/s, each scored in both directions)")
+            for name in ("dual_xent", "margin_plus_dual_xent"):
+                c = dx[name]
+                print(f"  {name:22s} AUC {c['roc_auc']:.3f}")
+                for which in ("old", "new", "hindsight"):
+                    if which in c:
+                        r = c[which]
+                        extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
+                        print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
+        if args.only_near_miss:
+            if args.json:
+                with open(args.json, "w") as fh:
+                    json.dump(res, fh, indent=2)
+            return 0
 
     all_pairs = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
     res["filter"] = f = bench_filter(enc, all_pairs, args.seed, max_false_reject=args.max_false_reject)

@@ -12,6 +12,7 @@ import pytest
 from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus, filter_table
 from mtcore.data.corpus import write_parquet
 from mtcore.data.ledger import REJECT_SCHEMA
+from test_dual_xent import train_both_directions
 from test_embedding import tiny_corpus, tiny_encoder
 
 
@@ -172,3 +173,48 @@ def test_filter_stage_reuses_or_refuses(encoder_dir, tmp_path):
         filter_corpus(corpus, out, cfg, use_ray=False, track=False)
     assert json.loads((out / "report.json").read_text())["input"] == len(table)  # the old output stands whole
     assert filter_corpus(corpus, out, cfg, use_ray=False, track=False, overwrite=True).report["input"] == 100
+
+
+# --------------------------------------------------------------------------- dual conditional cross-entropy
+
+
+@pytest.fixture(scope="module")
+def nmt_dirs(tmp_path_factory):
+    """Tiny en→vi and vi→en models trained on the tiny corpus's first 600 pairs (the filter sees the last 200)."""
+    t = tiny_corpus().slice(0, 600)
+    models = train_both_directions(list(zip(t["src"].to_pylist(), t["tgt"].to_pylist())), tmp_path_factory.mktemp("nmt"))
+    return str(models["forward"].path), str(models["reverse"].path)
+
+
+def test_dual_xent_catches_misaligned_pairs_the_same_with_and_without_ray(encoder_dir, nmt_dirs, ray_local):
+    table, bad = corpus_with_misalignments()
+    cfg = FilterConfig(encoder=encoder_dir, score="dual_xent", nmt_forward=nmt_dirs[0], nmt_reverse=nmt_dirs[1],
+                       batch_size=64, num_actors=2)
+    kept, rejects, threshold, scores, timing = filter_table(table, cfg, use_ray=False)
+    rejected = set(rejects["id"].to_pylist())
+    assert len(rejected & bad) / len(bad) >= 0.9 and len(rejected & bad) / max(1, len(rejected)) >= 0.8, (rejected, threshold)
+    assert set(rejects["reason"].to_pylist()) == {"low_dual_xent"} and timing["dual_xent_seconds"] > 0
+    assert len(scores.dual_xent) == len(scores.mis_dual_xent) == 200 and np.median(scores.mis_dual_xent) < np.median(scores.dual_xent)
+    _, rejects_r, threshold_r, scores_r, _ = filter_table(table, cfg, use_ray=True)
+    np.testing.assert_allclose(scores_r.dual_xent, scores.dual_xent, rtol=1e-4, atol=1e-5)
+    assert threshold_r == pytest.approx(threshold, abs=1e-4) and rejects_r["id"].to_pylist() == rejects["id"].to_pylist()
+
+
+def test_dual_xent_near_miss_calibration_scores_the_near_misses_and_the_stage_keeps_them(encoder_dir, nmt_dirs, tmp_path, mlflow_uri):
+    table, _ = corpus_with_misalignments()
+    cfg = FilterConfig(encoder=encoder_dir, score="dual_xent", nmt_forward=nmt_dirs[0], nmt_reverse=nmt_dirs[1],
+                       calibration="near_miss")
+    result = filter_corpus(write_parquet(table, tmp_path / "in.parquet"), tmp_path / "out", cfg, use_ray=False)
+    report = result.report
+    assert report["reconciled"] and report["kept"] + report["rejected"].get("low_dual_xent", 0) == 200
+    assert report["calibration"]["near_miss_pairs"].keys() >= {"fuzzy", "neighbour"}
+    assert report["calibration"]["near_miss_median"] < report["calibration"]["real_median"]
+    written = pq.read_table(tmp_path / "out" / "scores.parquet")
+    assert "dual_xent" in written.column_names and written.num_rows == 200
+
+
+def test_dual_xent_needs_two_models_of_opposite_directions(nmt_dirs):
+    with pytest.raises(FilterError, match="--nmt FORWARD REVERSE"):
+        FilterConfig(score="dual_xent")
+    with pytest.raises(ValueError, match="two opposite directions"):
+        FilterConfig(score="dual_xent", nmt_forward=nmt_dirs[0], nmt_reverse=nmt_dirs[0])

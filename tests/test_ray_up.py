@@ -219,7 +219,7 @@ def forget_cluster(name: str) -> None:
 def write_config(base: Path, ssh: LoopbackSSH) -> dict:
     """clusters/onprem.yaml pointed at 127.0.0.1, with this machine's ports, temp dir, venv and token."""
     cfg = yaml.safe_load((ROOT / "clusters" / "onprem.yaml").read_text())
-    gcs, mlflow_port, tempdir = free_port(), free_port(), base / "ray"
+    gcs, mlflow_port, dashboard, tempdir = free_port(), free_port(), free_port(), base / "ray"
     venv_bin = Path(sys.executable).parent
     token = base / "auth_token"
     token.write_text(secrets.token_hex(16))
@@ -245,7 +245,7 @@ def write_config(base: Path, ssh: LoopbackSSH) -> dict:
         'python -c "import mtcore, ray; print(mtcore.__file__, ray.__version__)"']
     ports = (f"--temp-dir={tempdir} --num-cpus=1 --num-gpus=0 --object-store-memory={150 * 1024**2}"
              f" --dashboard-agent-listen-port={free_port()} --metrics-export-port={free_port()}"
-             " --include-dashboard=false --disable-usage-stats")
+             f" --dashboard-port={dashboard} --disable-usage-stats")  # the dashboard serves `ray job submit`
     env = (f"RAY_PORT={gcs} MTCORE_MLFLOW_HOST=127.0.0.1 MTCORE_MLFLOW_PORT={mlflow_port}"
            " MTCORE_MLFLOW_WORKERS=1 MTCORE_HOME=$HOME/runs")
     cfg["head_start_ray_commands"] = [f"{env} {cmd} {ports}" for cmd in cfg["head_start_ray_commands"]
@@ -254,11 +254,12 @@ def write_config(base: Path, ssh: LoopbackSSH) -> dict:
     assert not any("ray stop" in c for c in cfg["head_start_ray_commands"] + cfg["worker_start_ray_commands"])
     path = base / "cluster.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    return {"path": path, "gcs": gcs, "mlflow_port": mlflow_port, "tempdir": tempdir, "home": ssh.home}
+    return {"path": path, "gcs": gcs, "mlflow_port": mlflow_port, "dashboard": dashboard, "tempdir": tempdir,
+            "home": ssh.home, "token": token}
 
 
-def ray_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+def ray_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))} | (env or {})
     return subprocess.run([str(Path(sys.executable).parent / "ray"), *args], check=False, env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
 
@@ -293,6 +294,25 @@ def test_ray_up_exec_down_on_loopback(loopback_cluster):
         server = mlflow.MlflowClient(f"http://127.0.0.1:{info['mlflow_port']}")
         logged = server.search_runs([server.get_experiment_by_name("clean").experiment_id])
     assert [r.data.metrics["clean/kept"] for r in logged] == [1.0]  # the job's run, on the head's server
+
+    # The README's other way: `ray job submit --working-dir .` from the user's checkout, through the dashboard
+    # (on the head's loopback; on a real cluster through `ray dashboard cluster.yaml`). Ray runs the job in a
+    # temporary copy of the working dir; its outputs must land in the head's MTCORE_HOME, not in that copy.
+    submit = ray_cli("job", "submit", "--address", f"http://127.0.0.1:{info['dashboard']}", "--working-dir", ".",
+                     "--", "python", "pipelines/clean.py", "--input", str(info["home"] / "c.tsv"),
+                     env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(info["token"])})
+    log = submit.stdout + submit.stderr
+    assert submit.returncode == 0 and "succeeded" in log, log[-6000:]
+    out = info["home"] / "runs" / "clean"  # the default --output: $MTCORE_HOME/clean on the head
+    assert f"report → {out / 'report.json'}" in log, log[-3000:]  # the job's own summary, streamed back
+    report = json.loads((out / "report.json").read_text())
+    assert report["input"] == 3 and report["kept"] == 1
+    assert not list(info["tempdir"].rglob("report.json"))  # nothing in Ray's copy of the working dir
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in creds.items():
+            env.setenv(key, value)
+        logged = server.search_runs([server.get_experiment_by_name("clean").experiment_id])
+    assert sorted(r.data.metrics["clean/kept"] for r in logged) == [1.0, 1.0]  # this job's run too, on the head's server
 
     # (That a driver with the wrong token is refused is shown by test_multinode, with the same start_head.sh.)
     down = ray_cli("down", "-y", cfg)

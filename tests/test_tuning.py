@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -145,15 +146,24 @@ def test_asking_for_more_than_the_cluster_has_is_an_error(cpus, gpus, search, me
 
 
 def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_trial(
-    ray_local, mlflow_uri, runs_dir, toy_corpus
+    ray_local, mlflow_uri, runs_dir, toy_corpus, capsys
 ):
     # max_positions 4 passes the config check but every batch is longer: that trial crashes at its first step.
     # (It goes first, so that the other trials overlap with it and with each other: 2 trials × 1 worker.)
     space = {"model.max_positions": {"grid": [4, 256, 128]}, "train.warmup": {"choice": [10, 40]}}
     tj = tiny_search(toy_corpus, space, num_samples=1, workers_per_trial=1)  # 2 trials × 1 worker at a time
-    out = tuning.run_search(tj, verbose=0)
+    out = tuning.run_search(tj)  # verbose=1: mtcore's progress lines, none of Ray Tune's own
 
+    printed = capsys.readouterr().out
     assert out.plan.concurrent_trials == 2 and out.plan.workers_per_trial == 1 and not out.interrupted
+    for r in out.rows:
+        assert re.search(rf"^trial {r.trial_id.split('_')[-1]} started \(\d/3\): max_positions={r.values['model.max_positions']} ", printed, re.M)
+    assert re.search(r"^trial \d+ failed .*the search goes on", printed, re.M)
+    assert re.search(r"^trial \d+ step +\d+  dev BLEU [\d.]+ \(best [\d.]+\)", printed, re.M)
+    assert re.search(r"^trial \d+ (finished at step \d+: best dev BLEU [\d.]+, test BLEU|stopped early at step)", printed, re.M)
+    assert "[3/3 done]" in printed
+    for ray_line in ("Configuration for experiment", "View detailed results here", "TensorBoard", "Trial status"):
+        assert ray_line not in printed
     by_positions = {r.values["model.max_positions"]: r for r in out.rows}
     assert sorted(by_positions) == [4, 128, 256]
     assert by_positions[4].status == "FAILED" and "max_positions" in by_positions[4].error

@@ -4,7 +4,9 @@
    Ray Data with the encoder in an actor pool, one model load per actor, GPUs
    when the cluster has them).
 2. Score (`PairScores`): the pair's cosine, and the ratio margin over k nearest
-   neighbours (Artetxe & Schwenk 2019) against the other sentences of the corpus.
+   neighbours (Artetxe & Schwenk 2019) against the other sentences of the corpus;
+   with `score="dual_xent"`, also the dual conditional cross-entropy of two translation
+   models (`dual_xent.py`, Junczys-Dowmunt 2018), in an actor pool like the encoder.
    (Above `margin_window` rows, neighbours come from the pair's window of rows:
    O(n·w), not O(n²); see `scoring.windowed_knn`.)
    The same scores are computed for *deliberately misaligned* pairs made from the
@@ -28,7 +30,7 @@
      correct short labels on the embedded corpus than it gains (benchmarks/RESULTS.md).
 
 `filter_corpus` is the stage: `kept/`, `rejects/` (REJECT_SCHEMA, reason
-`low_cosine`/`low_margin`, the score, the threshold in `detail`), `scores.parquet`
+`low_cosine`/`low_margin`/`low_dual_xent`, the score, the threshold in `detail`), `scores.parquet`
 (every row's scores, for re-thresholding without re-encoding), `report.json`
 (reconciled), `histogram.png`, and an MLflow run in the `align_filter` experiment.
 """
@@ -52,7 +54,7 @@ from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, r
 log = logging.getLogger(__name__)
 STAGE = "align_filter"
 EXPERIMENT = "align_filter"
-REASONS = {"cosine": "low_cosine", "margin": "low_margin"}
+REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent"}
 CALIBRATIONS = ("near_miss", "random")
 MAX_FALSE_REJECT = 0.02  # the issue's budget: ≤ 2 % of good pairs lost (see benchmarks/RESULTS.md, issue 21)
 
@@ -76,6 +78,9 @@ class FilterConfig:
     calibration: str = "random"  # or "near_miss" (target false-reject rate against near misses)
     max_false_reject: float = MAX_FALSE_REJECT  # target share of good pairs rejected ("near_miss")
     synthetic_rows: int = 4000  # rows given a partial/swapped target for calibration (encoded once more)
+    # score "dual_xent": mtcore checkpoints translating source→target and target→source (dual_xent.py)
+    nmt_forward: str = ""
+    nmt_reverse: str = ""
 
     def __post_init__(self):
         checks.at_least("--k", self.k, 1)
@@ -84,6 +89,15 @@ class FilterConfig:
         checks.at_least("num_actors", self.num_actors, 0)
         if self.score not in SCORES:
             raise FilterError(f"score must be one of {list(SCORES)}, not {self.score!r}")
+        if self.score != "dual_xent" and (self.nmt_forward or self.nmt_reverse):
+            raise FilterError("--nmt is for --score dual_xent; with --score cosine or margin it would be ignored")
+        if self.score == "dual_xent":
+            if not (self.nmt_forward and self.nmt_reverse):
+                raise FilterError("score dual_xent needs two translation models: --nmt FORWARD REVERSE "
+                                  "(checkpoint directories, source→target and target→source)")
+            from mtcore.alignment.dual_xent import check_directions
+
+            check_directions(self.nmt_forward, self.nmt_reverse)  # names the directory at fault
         if self.calibration not in CALIBRATIONS:
             raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
@@ -123,6 +137,28 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
 
     `spec` must be loadable on the workers (`resolve_encoder` turns "builtin" into its directory).
     """
+    out = map_pairs_ray(table, EncodePairs, {"spec": spec}, ("src_emb", "tgt_emb"), batch_size, num_actors)
+    return out["src_emb"], out["tgt_emb"]
+
+
+class DualXentPairs:
+    """Ray Data actor: loads the two translation models once, then scores batches of pairs."""
+
+    def __init__(self, forward: str, reverse: str, device: str = "cpu"):
+        from mtcore.nmt.checkpoint import load_checkpoint
+
+        self.forward, self.reverse = load_checkpoint(forward, device=device), load_checkpoint(reverse, device=device)
+
+    def __call__(self, batch: dict) -> dict:
+        from mtcore.alignment.dual_xent import dual_xent_scores
+
+        return {"_row": batch["_row"], "dual_xent": dual_xent_scores(self.forward, self.reverse, list(batch["src"]), list(batch["tgt"]))}
+
+
+def map_pairs_ray(table: pa.Table, actor, kwargs: dict, columns: tuple[str, ...], batch_size: int = 1024,
+                  num_actors: int = 0) -> dict[str, np.ndarray]:
+    """Run `actor(**kwargs, device=...)` over the (src, tgt) pairs of `table` in a Ray Data actor pool (one
+    model load per actor; GPUs when the cluster has them); its output `columns`, in input order."""
     import ray
 
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray, map_with_actors
@@ -141,8 +177,8 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
     blocks = [rows.slice(i, step) for i in range(0, len(rows), step)] or [rows]
     ds = map_with_actors(
         ray.data.from_arrow(blocks),
-        EncodePairs,
-        fn_constructor_kwargs={"spec": spec, "device": device},
+        actor,
+        fn_constructor_kwargs={**kwargs, "device": device},
         compute=ray.data.ActorPoolStrategy(size=size),
         batch_size=batch_size,
         batch_format="numpy",
@@ -150,13 +186,13 @@ def embed_pairs_ray(table: pa.Table, spec: str, batch_size: int = 1024, num_acto
     )
     parts = list(ds.iter_batches(batch_size=None, batch_format="numpy"))
     order = np.concatenate([p["_row"] for p in parts]) if parts else np.zeros(0, np.int64)
-    dim = parts[0]["src_emb"].shape[1] if parts else 0
-    x = np.zeros((len(table), dim), np.float32)
-    y = np.zeros((len(table), dim), np.float32)
-    if parts:
-        x[order] = np.concatenate([p["src_emb"] for p in parts])
-        y[order] = np.concatenate([p["tgt_emb"] for p in parts])
-    return x, y
+    out = {}
+    for name in columns:
+        values = np.concatenate([p[name] for p in parts]) if parts else np.zeros((0, 0), np.float32)  # no rows
+        column = np.zeros((len(table), *values.shape[1:]), values.dtype)
+        column[order] = values
+        out[name] = column
+    return out
 
 
 # --------------------------------------------------------------------------- scores
@@ -196,6 +232,9 @@ class PairScores:
     near_cosine: np.ndarray = field(default_factory=lambda: np.zeros(0))
     near_margin: np.ndarray = field(default_factory=lambda: np.zeros(0))
     near_kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))  # only with score "dual_xent"
+    mis_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    near_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def real(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -219,13 +258,14 @@ def score_pairs(
     tgt: list[str] | None = None,
     encode=None,
     synthetic_rows: int = 4000,
+    near: negatives.NearMisses | None = None,
 ) -> PairScores:
     """Scores of every pair and of its misaligned variants.
 
     With `src`/`tgt`, near misses are scored too: fuzzy and neighbour partners (other rows'
     targets, no encoding), and, with `encode` (texts -> unit rows), partial and swapped targets
     for up to `synthetic_rows` random rows. A synthetic target's margin uses the original
-    target's neighbourhood (it lives in the same catalog).
+    target's neighbourhood (it lives in the same catalog). `near`: those pairs, made already.
     """
     x_knn, y_knn = np.empty(len(x)), np.empty(len(x))
     order = np.argsort(np.asarray(origins), kind="stable") if origins is not None and len(x) > window else np.arange(len(x))
@@ -234,30 +274,19 @@ def score_pairs(
     partner = misaligned_partners(origins, len(x), seed)
     mis_cos = cosine(x, y[partner])
     scores = PairScores(cos, ratio_margin(cos, x_knn, y_knn), mis_cos, ratio_margin(mis_cos, x_knn, y_knn[partner]))
-    if src is None or tgt is None:
+    if near is None and (src is None or tgt is None):
         return scores
-    rows, cols, near_y_knn, kinds = [], [], [], []
-    for kind, part in (("fuzzy", negatives.fuzzy_partners(src, tgt, origins)), ("neighbour", negatives.neighbour_partners(tgt, origins))):
-        ok = np.flatnonzero(part >= 0)
-        rows.append(ok)
-        cols.append(y[part[ok]])
-        near_y_knn.append(y_knn[part[ok]])
-        kinds += [kind] * len(ok)
-    if encode is not None and synthetic_rows > 0 and len(tgt):
-        rng = np.random.default_rng(seed)
-        pick = np.sort(rng.choice(len(tgt), size=min(synthetic_rows, len(tgt)), replace=False))
-        srows, stgt, skinds = negatives.synthetic_targets(tgt, origins, pick, seed)
-        if len(srows):
-            rows.append(srows)
-            cols.append(encode(stgt))
-            kinds += skinds
-            near_y_knn.append(y_knn[srows])
-    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    if len(r):
-        yc = np.concatenate(cols)
-        ncos = cosine(x[r], yc)
-        scores.near_cosine, scores.near_margin = ncos, ratio_margin(ncos, x_knn[r], np.concatenate(near_y_knn))
-        scores.near_kind = np.asarray(kinds, dtype=object)
+    if near is None:
+        near = negatives.near_miss_pairs(src, tgt, origins, seed, synthetic_rows if encode is not None else 0)
+    if len(near):
+        made = near.partner < 0
+        yc = np.empty((len(near), y.shape[1]), dtype=y.dtype)
+        yc[~made] = y[near.partner[~made]]
+        if made.any():
+            yc[made] = encode([near.targets[i] for i in np.flatnonzero(made)])
+        ncos = cosine(x[near.rows], yc)
+        scores.near_cosine, scores.near_margin = ncos, ratio_margin(ncos, x_knn[near.rows], y_knn[near.context_rows])
+        scores.near_kind = np.asarray(near.kinds, dtype=object)
     return scores
 
 
@@ -438,12 +467,37 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         encoder = encoder or load_encoder(spec)
         return encoder.encode(texts, batch_size=cfg.batch_size)
 
-    src, tgt = (table["src"].to_pylist(), table["tgt"].to_pylist()) if near else (None, None)
-    scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window, src=src, tgt=tgt, encode=encode if near else None, synthetic_rows=cfg.synthetic_rows)
+    src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
+    pairs = negatives.near_miss_pairs(src, tgt, origins, cfg.seed, cfg.synthetic_rows) if near else None
+    scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window, encode=encode, near=pairs)
+    timing = {"encode_seconds": round(t_enc, 2)}
+    if cfg.score == "dual_xent":
+        t_nmt = time.perf_counter()
+        scores.dual_xent, scores.mis_dual_xent, scores.near_dual_xent = dual_xent_of(
+            src, tgt, misaligned_partners(origins, len(src), cfg.seed), pairs, cfg, use_ray)
+        timing["dual_xent_seconds"] = round(time.perf_counter() - t_nmt, 2)
     t_all = time.perf_counter() - t0
-    timing = {"encode_seconds": round(t_enc, 2), "score_seconds": round(t_all - t_enc, 2)}
+    timing["score_seconds"] = round(t_all - t_enc, 2)
     timing["pairs_per_second"] = round(len(table) / t_all, 1) if t_all > 0 else None
     return scores, timing
+
+
+def dual_xent_of(src: list[str], tgt: list[str], partner: np.ndarray, near: negatives.NearMisses | None,
+                 cfg: FilterConfig, use_ray: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dual cross-entropy of the corpus's pairs, of the random misaligned ones (`partner`) and of the near
+    misses: one pass over all of them, in an actor pool (or in process without Ray)."""
+    near_src = [src[i] for i in near.rows] if near is not None else []
+    near_tgt = list(near.targets) if near is not None else []
+    all_src = src + src + near_src
+    all_tgt = tgt + [tgt[j] for j in partner] + near_tgt
+    if use_ray:
+        table = pa.table({"src": pa.array(all_src, pa.string()), "tgt": pa.array(all_tgt, pa.string())})
+        values = map_pairs_ray(table, DualXentPairs, {"forward": cfg.nmt_forward, "reverse": cfg.nmt_reverse},
+                               ("dual_xent",), cfg.batch_size, cfg.num_actors)["dual_xent"].reshape(-1)
+    else:
+        values = DualXentPairs(cfg.nmt_forward, cfg.nmt_reverse)({"_row": None, "src": all_src, "tgt": all_tgt})["dual_xent"]
+    n = len(src)
+    return values[:n], values[n:2 * n], values[2 * n:]
 
 
 def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):
@@ -473,8 +527,10 @@ def filter_corpus(
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():
         inputs["encoder"] = Path(encoder).absolute()
+    if cfg.score == "dual_xent":  # a retrained model is another filter
+        inputs |= {"nmt_forward": Path(cfg.nmt_forward).absolute(), "nmt_reverse": Path(cfg.nmt_reverse).absolute()}
     stage = Stage(output.absolute(), STAGE, settings=_jsonable(asdict(cfg)), inputs=inputs,
-                  code=("mtcore.alignment", "mtcore.embedding"))
+                  code=("mtcore.alignment", "mtcore.embedding") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)
@@ -484,8 +540,9 @@ def filter_corpus(
         write_parquet(kept, work / "kept" / "part-00000.parquet")
         write_parquet(rejects, work / "rejects" / "part-00000.parquet")
         write_parquet(
-            pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin,
-                      "kept": pa.array(scores.real(cfg.score) >= threshold)}),
+            pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin}
+                     | ({"dual_xent": scores.dual_xent} if cfg.score == "dual_xent" else {})
+                     | {"kept": pa.array(scores.real(cfg.score) >= threshold)}),
             work / "scores.parquet",
         )
         real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)

@@ -28,6 +28,7 @@ pairs; what changes is only which bad pairs the threshold is calibrated against.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -158,3 +159,47 @@ def synthetic_targets(tgt: list[str], origins: list[str] | None, rows: np.ndarra
                 kinds.append(kind)
                 break
     return np.asarray(out_rows, dtype=np.int64), out_tgt, kinds
+
+
+@dataclass
+class NearMisses:
+    """Near-miss pairs made from a corpus: row `rows[i]`'s source with `targets[i]`.
+
+    `partner[i]` is the corpus row whose target was borrowed (fuzzy, neighbour), -1 for a target made
+    here (partial, swap); `context_rows[i]` is the row whose neighbourhood the target belongs to (the
+    partner, or the row itself), for the margin score."""
+
+    rows: np.ndarray
+    partner: np.ndarray
+    targets: list[str]
+    kinds: list[str]
+
+    @property
+    def context_rows(self) -> np.ndarray:
+        return np.where(self.partner >= 0, self.partner, self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def near_miss_pairs(src: list[str], tgt: list[str], origins: list[str] | None, seed: int = 0,
+                    synthetic_rows: int = 0) -> NearMisses:
+    """Fuzzy and neighbour pairs for every row that has a partner, then partial/swapped targets for up
+    to `synthetic_rows` random rows (the same draw for the same seed)."""
+    rows, partner, targets, kinds = [], [], [], []
+    for kind, part in (("fuzzy", fuzzy_partners(src, tgt, origins)), ("neighbour", neighbour_partners(tgt, origins))):
+        ok = np.flatnonzero(part >= 0)
+        rows.append(ok)
+        partner.append(part[ok])
+        targets += [tgt[j] for j in part[ok]]
+        kinds += [kind] * len(ok)
+    if synthetic_rows > 0 and len(tgt):
+        rng = np.random.default_rng(seed)
+        pick = np.sort(rng.choice(len(tgt), size=min(synthetic_rows, len(tgt)), replace=False))
+        srows, stgt, skinds = synthetic_targets(tgt, origins, pick, seed)
+        rows.append(srows)
+        partner.append(np.full(len(srows), -1, dtype=np.int64))
+        targets += stgt
+        kinds += skinds
+    cat = lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)  # noqa: E731
+    return NearMisses(cat(rows), cat(partner), targets, kinds)

@@ -3,8 +3,13 @@
     python pipelines/align_filter.py                        # runs/clean/kept (else the raw corpus) → runs/align
     python pipelines/align_filter.py --input runs/clean/kept --output runs/align-m --score margin --threshold auto
     python pipelines/align_filter.py --encoder sentence-transformers/LaBSE ...   # if available offline
+    python pipelines/align_filter.py --score dual_xent --nmt runs/ray_train/EN-VI/best runs/ray_train/VI-EN/best
 
-Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin, with scores),
+`--score dual_xent` scores each pair with two of your translation models, one per direction
+(dual conditional cross-entropy, Junczys-Dowmunt 2018): slower than the encoder, and it sees the
+one changed word that a sentence embedding averages away.
+
+Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` calibrates on the corpus itself against deliberately misaligned pairs:
 random same-catalog pairs (`--calibration random`, the default) or near misses made from
@@ -48,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="for --threshold auto: near_miss (target false-reject rate against near misses made from the corpus) or random (the old rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected, near_miss calibration (default: %(default)s)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
+    ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), default=("", ""),
+                    help="for --score dual_xent: checkpoint directories of a source→target and a target→source model")
     ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
@@ -62,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.input = corpus_argument(args.input, home() / "stdin")
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
-                       calibration=args.calibration, max_false_reject=args.max_false_reject)
+                       calibration=args.calibration, max_false_reject=args.max_false_reject,
+                       nmt_forward=args.nmt[0], nmt_reverse=args.nmt[1])
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
     if result.skipped:

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             for param in tj.search.space:
                 print(f"space        {param.key}: {param.describe()}")
             return 0
-        out = run_search(tj, resume=args.resume, overwrite=args.overwrite)
+        # -q: the summary only; default: a line per trial start, validation and end; -v: also Ray Tune's reporter
+        out = run_search(tj, resume=args.resume, overwrite=args.overwrite, verbose=args.verbosity + 1)
     except (ConfigError, JobError, TuneError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

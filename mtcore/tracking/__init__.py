@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 from mtcore.data.paths import REPO_ROOT
-from mtcore.runs import home
+from mtcore.runs import content_hash, home
 from mtcore.errors import MtcoreError, on_failure
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def setup(experiment: str):
     if artifacts and mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=artifacts)
     exp = mlflow.set_experiment(experiment)
-    if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND or SHARED_VIEW_TAG + leaderboard_view()[0] not in exp.tags:
+    if needs_ui_tags(exp.tags):
         mark_model_training(mlflow.MlflowClient(), exp.experiment_id)
     return mlflow
 
@@ -209,6 +209,12 @@ def leaderboard_view() -> tuple[str, str]:
     }
     body = json.dumps(view, separators=(",", ":"))
     return "mtcore-leaderboard-" + hashlib.sha256(body.encode()).hexdigest()[:12], body
+
+
+def needs_ui_tags(tags: dict[str, str]) -> bool:
+    """Whether an experiment with these tags still lacks a kind or today's leaderboard view (a kind that
+    someone set on purpose is left alone)."""
+    return EXPERIMENT_KIND_TAG not in tags or SHARED_VIEW_TAG + leaderboard_view()[0] not in tags
 
 
 def mark_model_training(client, experiment_id: str) -> None:
@@ -244,15 +250,9 @@ def git_commit() -> str:
 
 
 def data_version(path: str | Path) -> str:
-    """A short content hash of a corpus file or directory: runs on the same data share it."""
-    path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    digest = hashlib.sha256()
-    for f in files:
-        if f.exists():
-            digest.update(f.name.encode())
-            digest.update(f.read_bytes())
-    return digest.hexdigest()[:12]
+    """A short content hash of a corpus file, directory or Moses prefix: runs on the same data share it.
+    The stages' own fingerprint (`runs.content_hash`: milliseconds, however large the corpus)."""
+    return content_hash(path)[:12]
 
 
 # Tag names every entry point uses, so that runs of all of them filter and compare alike in MLflow.

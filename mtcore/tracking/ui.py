@@ -239,11 +239,10 @@ def mark_experiments(store: str) -> int:
     """Tag the store's experiments that MLflow 3 would open as GenAI pages as model training; how many were tagged."""
     import mlflow
 
-    from mtcore.tracking import EXPERIMENT_KIND_TAG, SHARED_VIEW_TAG, leaderboard_view, mark_model_training
+    from mtcore.tracking import mark_model_training, needs_ui_tags
 
     client = mlflow.MlflowClient(tracking_uri=store)
-    view = SHARED_VIEW_TAG + leaderboard_view()[0]
-    todo = [e for e in client.search_experiments() if EXPERIMENT_KIND_TAG not in e.tags or view not in e.tags]
+    todo = [e for e in client.search_experiments() if needs_ui_tags(e.tags)]
     for exp in todo:
         mark_model_training(client, exp.experiment_id)
     return len(todo)

@@ -4,6 +4,7 @@ the trials to `results`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -14,6 +15,7 @@ from mtcore.distributed import ray_training
 from mtcore.runs import home
 from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, plan_resources,
                                               release_callback)
+from mtcore.distributed.tune.progress import progress_callback, quiet_tune_output
 from mtcore.distributed.tune.results import SearchOutcome, close_children, finish_search, trial_rows, trial_states
 from mtcore.distributed.tune.space import METRIC, RUNG_METRICS, TIME_ATTR, TuneError, TuneJob, base_point, param_space
 from mtcore.distributed.tune.trial import _trial
@@ -79,7 +81,9 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                verbose: int = 1) -> SearchOutcome:
     """Run (or with `resume`, continue) the search; returns the table of trials and the best trial's test result.
 
-    `tune_callbacks` are Ray Tune callbacks of the Tuner (e.g. to interrupt a search in tests)."""
+    `tune_callbacks` are Ray Tune callbacks of the Tuner (e.g. to interrupt a search in tests).
+    `verbose`: 0 prints nothing, 1 a line per trial start, validation and end (`progress.py`),
+    2 also Ray Tune's own reporter."""
     from ray import tune
 
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
@@ -115,6 +119,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     # TUNE_FORCE_TRIAL_CLEANUP_S (600 s by default). A trial blocked in its Train run never returns by
     # itself, so its workers would keep their CPUs for 10 minutes while the next trial waits: kill it soon.
     os.environ.setdefault("TUNE_FORCE_TRIAL_CLEANUP_S", str(STOPPED_TRIAL_KILL_S))
+    progress = [progress_callback(tj.search.space, _expected_trials(tj))] if verbose >= 1 else []
     if resume:
         tuner = tune.Tuner.restore(str(path), trainable=trainable)
     else:
@@ -127,11 +132,12 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                 max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
                 time_budget_s=tj.search.time_budget_min * 60 or None,
             ),
-            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=verbose,
-                                     callbacks=[release_callback(), *(tune_callbacks or [])]),
+            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=max(0, verbose - 1),
+                                     callbacks=[release_callback(), *progress, *(tune_callbacks or [])]),
         )
     fit_start = time.perf_counter()
-    grid = tuner.fit()
+    with quiet_tune_output() if verbose < 2 else contextlib.nullcontext():
+        grid = tuner.fit()
     budget = tj.search.time_budget_min * 60
     budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
     states = trial_states(path)
