@@ -2,8 +2,7 @@
 
     python benchmarks/tune_vs_default.py                  # the default search vs the default job, 3 minutes each
     python benchmarks/tune_vs_default.py --num-samples 8
-    python benchmarks/tune_vs_default.py --max-steps 500 --num-samples 12 --fifo \
-        --search-space experiments/configs/space_around_default.yaml --asha-metric dev/loss --grace-period 100 --reduction-factor 4
+    python benchmarks/tune_vs_default.py --fifo           # and the same 12 configurations without early stopping
 
 Anchor: `experiments/train_transformer.py` (the default job, `preset: auto`) given the search's
 per-trial training budget. Figure: the best trial of `experiments/tune_transformer.py` (the
@@ -12,9 +11,10 @@ pairs with the same beam (the search's `job.test_limit` and `job.test_beam`), on
 corpus, cleaned once. Goal (issue 17): the search's best trial beats the default job's test BLEU.
 Runs in its own MLflow store; the cleaned corpus and tokenizer of the workspace are reused.
 
-`--max-steps N` bounds the anchor and every trial by training steps instead of minutes (with twice the
-minutes as a cap, which keeps `preset: auto`'s choice), so that two runs of one configuration do the
-same work whatever the machine's load. `--fifo` first runs the same configurations (same seed) to the
+The default search bounds its trials by training steps (500), so that two runs of one configuration
+do the same work whatever the machine's load; the anchor gets the same bound. `--max-steps N` changes
+it (a search bounded by minutes gets twice its minutes as a cap, which keeps `preset: auto`'s
+choice). `--fifo` first runs the same configurations (same seed) to the
 end without early stopping, and prints ASHA's compute and best dev BLEU against that exhaustive search
 (goal, issue 17: within 0.5 dev BLEU for at most 50 % of its trial-minutes).
 """
@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     configure()
     init_ray()
     tj = TuneJob.load(DEFAULT_SEARCH, [], space_file=args.search_space, num_samples=args.num_samples)
-    budget = tj.base.run.train.time_budget_min
-    bound = [f"train.time_budget_min={budget}"]
+    budget, steps = tj.base.run.train.time_budget_min, tj.base.run.train.max_steps
     if args.max_steps:
-        bound = [f"train.max_steps={args.max_steps}", f"train.time_budget_min={2 * budget:g}"]
-        tj = tj.with_overrides(bound)
+        budget, steps = (budget if steps else 2 * budget), args.max_steps  # a minutes-bound search: its minutes as a cap, twice
+        tj = tj.with_overrides([f"train.max_steps={steps}", f"train.time_budget_min={budget:g}"])
+    bound = [f"train.time_budget_min={budget:g}"] + ([f"train.max_steps={steps}"] if steps else [])
     asha = {k: v for k, v in (("metric", args.asha_metric), ("grace_period", args.grace_period),
                               ("reduction_factor", args.reduction_factor)) if v is not None}
     if asha:
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"anchor: test BLEU {anchor.test['test/bleu']:.2f}, best dev BLEU {anchor.best_dev_bleu:.2f}, "
           f"{anchor.steps} steps", flush=True)
 
-    per_trial = f"{args.max_steps} steps" if args.max_steps else f"{budget:g} min"
+    per_trial = f"{steps} steps" if steps else f"{budget:g} min"
     fifo = None
     if args.fifo:
         print(f"exhaustive: the same {tj.search.trials} configurations of {per_trial}, no early stopping", flush=True)
