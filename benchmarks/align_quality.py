@@ -204,29 +204,39 @@ def cleaning_rules(table: pa.Table) -> np.ndarray:
     return rejected
 
 
-def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
-    """OLD vs NEW calibration on the labelled near-miss dev set, with the baselines."""
+def recall_by_kind(rejected: np.ndarray, kinds: np.ndarray) -> dict[str, float]:
+    return {str(k): round(float(rejected[kinds == k].mean()), 4) for k in sorted(set(kinds)) if k != "ok"}
+
+
+def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, max_false_reject: float,
+                        mis: np.ndarray | None = None, near: np.ndarray | None = None) -> dict:
+    """AUC and the rejects of one score (higher = better aligned) at the best threshold in hindsight with
+    `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration."""
     from sklearn.metrics import roc_auc_score
 
+    good = np.sort(real[~bad])
+    t_best = float(good[min(len(good) - 1, int(max_false_reject * len(good)))])
+    out = {"roc_auc": round(float(roc_auc_score(bad, -real)), 4)}
+    if mis is not None:
+        t_old = auto_threshold(real, mis)
+        t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
+        out["old"] = prf(real < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(real, mis), 4), "recall_by_kind": recall_by_kind(real < t_old, kinds)}
+        out["new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_new, kinds)}
+    out["hindsight"] = prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": recall_by_kind(real < t_best, kinds)}
+    return out
+
+
+def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
+    """OLD vs NEW calibration on the labelled near-miss dev set, with the baselines."""
     src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     bad = np.asarray(table["label"].to_pylist(), dtype=bool)
     kinds = np.asarray(table["kind"].to_pylist())
     x, y = enc.encode(src), enc.encode(tgt)
     scores = score_pairs(x, y, origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
-    per_kind = lambda rej: {str(k): round(float(rej[kinds == k].mean()), 4) for k in sorted(set(kinds)) if k != "ok"}  # noqa: E731
+    per_kind = lambda rej: recall_by_kind(rej, kinds)  # noqa: E731
     out = {"pairs": len(table), "misaligned": int(bad.sum()), "true_share": round(float(bad.mean()), 4), "max_false_reject": max_false_reject}
     for name in ("cosine", "margin"):
-        real, mis, near = scores.real(name), scores.misaligned(name), scores.near_miss(name)
-        t_old = auto_threshold(real, mis)
-        t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
-        good = np.sort(real[~bad])
-        t_best = float(good[min(len(good) - 1, int(max_false_reject * len(good)))])
-        out[name] = {
-            "roc_auc": round(float(roc_auc_score(bad, -real)), 4),
-            "old": prf(real < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(real, mis), 4), "recall_by_kind": per_kind(real < t_old)},
-            "new": prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": per_kind(real < t_new)},
-            "hindsight": prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": per_kind(real < t_best)},
-        }
+        out[name] = calibration_figures(scores.real(name), bad, kinds, max_false_reject, scores.misaligned(name), scores.near_miss(name))
     rules = cleaning_rules(table)
     base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
     out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
@@ -248,8 +258,6 @@ def standardise(v: np.ndarray, ref: np.ndarray) -> np.ndarray:
 def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, seed: int,
                     max_false_reject: float = MAX_FALSE_REJECT) -> dict:
     """Dual conditional cross-entropy on the near-miss dev set: OLD/NEW calibration and hindsight, as bench_near_miss."""
-    from sklearn.metrics import roc_auc_score
-
     from mtcore.alignment import negatives
     from mtcore.alignment.dual_xent import dual_xent_scores
     from mtcore.nmt.checkpoint import load_checkpoint
@@ -258,7 +266,6 @@ def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, se
     src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     bad = np.asarray(table["label"].to_pylist(), dtype=bool)
     kinds = np.asarray(table["kind"].to_pylist())
-    per_kind = lambda rej: {str(k): round(float(rej[kinds == k].mean()), 4) for k in sorted(set(kinds)) if k != "ok"}  # noqa: E731
     t0 = time.perf_counter()
     real = dual_xent_scores(fwd, rev, src, tgt)
     seconds = time.perf_counter() - t0
@@ -269,22 +276,10 @@ def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, se
     near = dual_xent_scores(fwd, rev, [src[i] for i in pairs.rows], pairs.targets)
     out = {"models": {"forward": forward_dir, "reverse": reverse_dir}, "pairs_per_second": round(len(src) / seconds, 1)}
 
-    def rows_for(score: np.ndarray, mis_s: np.ndarray | None, near_s: np.ndarray | None) -> dict:
-        g = np.sort(score[~bad])
-        t_best = float(g[min(len(g) - 1, int(max_false_reject * len(g)))])
-        d = {"roc_auc": round(float(roc_auc_score(bad, -score)), 4),
-             "hindsight": prf(score < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": per_kind(score < t_best)}}
-        if mis_s is not None:
-            t_old = auto_threshold(score, mis_s)
-            t_new, share, est, _ = near_miss_threshold(score, mis_s, near_s, max_false_reject)
-            d["old"] = prf(score < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(score, mis_s), 4), "recall_by_kind": per_kind(score < t_old)}
-            d["new"] = prf(score < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": per_kind(score < t_new)}
-        return d
-
-    out["dual_xent"] = rows_for(real, mis, near)
+    out["dual_xent"] = calibration_figures(real, bad, kinds, max_false_reject, mis, near)
     x, y = enc.encode(src), enc.encode(tgt)
     margin = score_pairs(x, y, origins, FilterConfig().k, seed).real("margin")
-    out["margin_plus_dual_xent"] = rows_for(standardise(margin, margin) + standardise(real, real), None, None)
+    out["margin_plus_dual_xent"] = calibration_figures(standardise(margin, margin) + standardise(real, real), bad, kinds, max_false_reject)
     return out
 
 
