@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, (scheduler, metric) in variants.items():
         search = {**d["search"], "scheduler": scheduler, "asha": {**d["search"]["asha"], "metric": metric}}
         tj = TuneJob.from_dict({**d, "search": search}, f"<{label}>")
-        out = run_search(tj, overwrite=True, verbose=0)
+        out = run_search(tj, overwrite=True)  # verbose=1: a line per trial start, validation and end
         print(f"\n== {label}: {out.name}\n{format_table(out.rows, tj.search.space)}\n", flush=True)
         results[label] = out
 

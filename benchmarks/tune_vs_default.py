@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     fifo = None
     if args.fifo:
         print(f"exhaustive: the same {tj.search.trials} configurations of {per_trial}, no early stopping", flush=True)
-        fifo = run_search(tj.with_overrides(scheduler="fifo"), overwrite=True, verbose=0)
+        fifo = run_search(tj.with_overrides(scheduler="fifo"), overwrite=True)  # verbose=1: a line per trial start, validation and end
         print(format_table(fifo.rows, tj.search.space), flush=True)
     print(f"figure: the search ({tj.search.scheduler}, rungs on {tj.search.asha.metric}), {tj.search.trials} trials "
           f"of {per_trial}", flush=True)
-    search = run_search(tj, overwrite=True, verbose=0)
+    search = run_search(tj, overwrite=True)  # verbose=1: a line per trial start, validation and end
     print(format_table(search.rows, tj.search.space), flush=True)
     if fifo is not None:
         print()
