@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus, filter_table
+from mtcore.alignment.filter import FilterConfig, FilterError, calibrate, filter_corpus, filter_table
 from mtcore.data.corpus import write_parquet
 from mtcore.data.ledger import REJECT_SCHEMA
 from test_dual_xent import train_both_directions
@@ -117,11 +117,13 @@ def test_align_filter_cli(encoder_dir, tmp_path, capsys):
     table, _ = corpus_with_misalignments()
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())))
-    argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow", "--calibration", "near_miss", "--max-false-reject", "0.03"]
+    argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow",
+            "--reference", _reference(tmp_path), "--max-false-reject", "0.03"]
     code = _run_script("pipelines/align_filter.py", argv)
     assert code == 0
     out = capsys.readouterr().out
     assert "rejected: low_margin" in out and "threshold" in out and "estimated noise share" in out
+    assert "(reference: the 0.03 quantile of 300 known-good pairs' scores" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
     assert _run_script("pipelines/align_filter.py", argv) == 0
@@ -218,3 +220,37 @@ def test_dual_xent_needs_two_models_of_opposite_directions(nmt_dirs):
         FilterConfig(score="dual_xent")
     with pytest.raises(ValueError, match="two opposite directions"):
         FilterConfig(score="dual_xent", nmt_forward=nmt_dirs[0], nmt_reverse=nmt_dirs[0])
+
+
+def _reference(tmp_path) -> str:
+    """Known-good pairs for calibration "reference": tiny-corpus pairs of the same language and style."""
+    return str(write_parquet(tiny_corpus().slice(0, 300), tmp_path / "reference.parquet"))
+
+
+@pytest.mark.parametrize("n_bad", [20, 80])
+def test_reference_calibration_follows_the_noise_share(encoder_dir, tmp_path, n_bad):
+    """Calibrated on known-good pairs, the filter removes the noise whatever its share (10 % or 40 %), loses few
+    good pairs, and reports a noise share that grows with it."""
+    table, bad = corpus_with_misalignments(n_bad)
+    cfg = FilterConfig(encoder=encoder_dir, score="margin", reference=_reference(tmp_path))
+    kept, rejects, threshold, scores, _ = filter_table(table, cfg, use_ray=False)
+    rejected = set(rejects["id"].to_pylist())
+    assert len(rejected & bad) / len(bad) >= 0.9
+    assert len(rejected - bad) / (len(table) - len(bad)) <= 0.1  # good pairs lost
+    cal = calibrate(scores, cfg)
+    assert cal["method"].startswith("reference") and cal["reference_pairs"] == 300
+    assert cal["threshold"] == pytest.approx(max(np.quantile(scores.ref_margin, 0.02), cal["threshold_random_rule"]))
+    assert 0.5 * n_bad / len(table) <= cal["estimated_misaligned_share"] <= 1.2 * n_bad / len(table) + 0.02
+
+
+def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_dir):
+    table, _ = corpus_with_misalignments()
+    cfg = FilterConfig(encoder=encoder_dir, score="cosine")  # a bare encoder directory: no reference.parquet
+    assert cfg.calibration == "reference"
+    cal = calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)
+    assert cal["method"].startswith("near_miss (no reference pairs)") and sum(cal["near_miss_pairs"].values()) > 0
+
+
+def test_reference_errors(tmp_path):
+    with pytest.raises(FilterError, match="missing.parquet: file not found"):
+        FilterConfig(reference=str(tmp_path / "missing.parquet"))

@@ -7,12 +7,13 @@ import types
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import torch
 
 from mtcore.embedding import EncoderError, EncoderNotAvailable, SentenceEncoder, load_encoder
-from mtcore.embedding.encoder import DualEncoder, EncoderConfig, is_encoder_dir, load_builtin, save_encoder
+from mtcore.embedding.encoder import REFERENCE_FILE, DualEncoder, EncoderConfig, is_encoder_dir, load_builtin, save_encoder
 from mtcore.embedding.train import (
     EncoderTrainConfig,
     additive_margin_loss,
@@ -20,6 +21,7 @@ from mtcore.embedding.train import (
     group_batches,
     quick_clean,
     retrieval_accuracy,
+    split_reference,
     train_encoder,
 )
 from mtcore.nmt.tokenizer import train_tokenizer
@@ -157,6 +159,9 @@ def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow
     assert is_encoder_dir(result.path)
     assert 50 < result.metrics["heldout_pairs"] <= 80  # at most a tenth of the (cleaned) 800 pairs
     assert result.metrics["p_at_1"] > 0.3
+    reference = pq.read_table(result.path / REFERENCE_FILE)  # the filter's known-good pairs: never trained on
+    assert result.metrics["reference_pairs"] == reference.num_rows and 60 <= reference.num_rows <= 80
+    assert result.metrics["train_pairs"] + result.metrics["heldout_pairs"] + reference.num_rows <= 800
     import mlflow
 
     run = mlflow.MlflowClient(mlflow_uri).get_run(result.run_id)
@@ -165,6 +170,15 @@ def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow
     assert run.info.status == "FINISHED"
     enc = load_builtin(result.path)
     assert enc.encode(["Open the file"]).shape == (1, 64)
+
+
+def test_reference_split_holds_out_whole_catalogs():
+    table = pa.table({"src": [f"s{i}" for i in range(1000)], "tgt": [f"t{i}" for i in range(1000)],
+                      "origin": [f"cat{i // 20}" for i in range(1000)]})  # 50 catalogs of 20
+    train, reference = split_reference(table, 100, seed=0)
+    assert len(train) + len(reference) == 1000 and 100 <= len(reference) <= 120
+    assert not set(train["origin"].to_pylist()) & set(reference["origin"].to_pylist())  # whole catalogs
+    assert len(split_reference(table, 500, seed=0)[1]) <= 120  # at most a tenth of the data
 
 
 def test_external_encoder_missing_package_says_how_to_get_it(monkeypatch):

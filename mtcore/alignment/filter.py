@@ -15,19 +15,20 @@
    translation, the neighbouring segment, a partial translation, a swapped number,
    option, placeholder or name).
 3. Decide: keep pairs whose score ≥ threshold. `threshold="auto"` calibrates on
-   the data itself, by `calibration`:
-   - "near_miss": the near-miss pairs stand in for the bad pairs' scores;
-     the noise share π is estimated from the corpus (`near_miss_share`), the good
-     pairs' score distribution is what remains of the corpus's once π·bad is taken
-     out, and the threshold is the highest one whose estimated false-reject rate is
-     at most `max_false_reject` (`false_reject_threshold`), never below the "random"
-     rule's threshold (random noise would otherwise read as lost good pairs). No noise
-     share is assumed; the user says how many good pairs they can afford to lose.
-   - "random" (default): the earlier rule (`auto_threshold`): random pairs as the bad
-     scores, fewest expected errors. Random pairs are far easier than real noise, so it
-     underestimates the noise share and lets most near misses through (issue 21); it
-     stays the default because, with today's built-in encoder, "near_miss" costs more
-     correct short labels on the embedded corpus than it gains (benchmarks/RESULTS.md).
+   the data itself, by `calibration` (the rules are in `calibration.py`):
+   - "reference" (default): the threshold is the `max_false_reject` quantile of the scores
+     of pairs known to be good (`reference`, or the encoder's own `reference.parquet`: the
+     built-in encoder holds out whole catalogs for this), scored the same way as the
+     corpus. It assumes nothing about the noise share or the kind of noise: whatever
+     scores below all but 2 % of good pairs goes. Without reference pairs, "near_miss".
+   - "near_miss": the near-miss pairs stand in for the bad pairs' scores; the noise share
+     π is estimated from the corpus (`near_miss_share`) and the good pairs' distribution
+     is what remains of the corpus's once π·bad is taken out. Capped and floored (see
+     `near_miss_threshold`), so it cannot follow a corpus with much noise.
+   - "random": the first rule (`auto_threshold`): random pairs as the bad scores, fewest
+     expected errors. Random pairs are far easier than real noise, so it underestimates
+     the noise share and lets most near misses through (issue 21). Every rule is floored
+     at its threshold: random noise is always worth removing.
 
 `filter_corpus` is the stage: `kept/`, `rejects/` (REJECT_SCHEMA, reason
 `low_cosine`/`low_margin`/`low_dual_xent`, the score, the threshold in `detail`), `scores.parquet`
@@ -48,6 +49,15 @@ import pyarrow as pa
 
 from mtcore import checks
 from mtcore.alignment import negatives
+from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmarks and users import them from here
+    MAX_FALSE_REJECT,
+    auto_threshold,
+    false_reject_threshold,
+    misaligned_share,
+    near_miss_share,
+    near_miss_threshold,
+    reference_threshold,
+)
 from mtcore.errors import MtcoreError
 from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, ratio_margin, windowed_knn
 
@@ -55,8 +65,7 @@ log = logging.getLogger(__name__)
 STAGE = "align_filter"
 EXPERIMENT = "align_filter"
 REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent"}
-CALIBRATIONS = ("near_miss", "random")
-MAX_FALSE_REJECT = 0.02  # the issue's budget: ≤ 2 % of good pairs lost (see benchmarks/RESULTS.md, issue 21)
+CALIBRATIONS = ("reference", "near_miss", "random")
 
 
 class FilterError(MtcoreError, ValueError):
@@ -73,10 +82,9 @@ class FilterConfig:
     batch_size: int = 1024  # rows per Ray Data batch / per encoder call
     num_actors: int = 0  # 0: one per CPU (or per GPU) of the cluster
     seed: int = 0  # for the misaligned calibration pairs
-    # "random" stays the default: on the embedded corpus "near_miss" rejects 2.2 % more pairs, and a sample
-    # of them is mostly correct short labels ("Dormant" → "Ngủ đông"); see RESULTS.md, issue 21.
-    calibration: str = "random"  # or "near_miss" (target false-reject rate against near misses)
-    max_false_reject: float = MAX_FALSE_REJECT  # target share of good pairs rejected ("near_miss")
+    calibration: str = "reference"  # or "near_miss", "random" (module docstring; measured in RESULTS.md, issue 21)
+    max_false_reject: float = MAX_FALSE_REJECT  # target share of good pairs rejected ("reference", "near_miss")
+    reference: str = ""  # known-good pairs for "reference" (any corpus format); "": the encoder's reference.parquet
     synthetic_rows: int = 4000  # rows given a partial/swapped target for calibration (encoded once more)
     # score "dual_xent": mtcore checkpoints translating source→target and target→source (dual_xent.py)
     nmt_forward: str = ""
@@ -102,6 +110,8 @@ class FilterConfig:
             raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
             raise FilterError(f"max_false_reject must be in (0, 0.5), not {self.max_false_reject!r}")
+        if self.reference and not Path(self.reference).exists():
+            raise FilterError(f"--reference {self.reference}: file not found (known-good pairs to calibrate on)")
         if self.threshold != "auto":
             try:
                 self.threshold = float(self.threshold)
@@ -235,6 +245,11 @@ class PairScores:
     dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))  # only with score "dual_xent"
     mis_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
     near_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # the known-good reference pairs' scores (calibration "reference") and where they came from
+    ref_cosine: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ref_margin: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ref_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ref_source: str = ""
 
     def real(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -244,6 +259,9 @@ class PairScores:
 
     def near_miss(self, name: str) -> np.ndarray:
         return getattr(self, f"near_{name}")
+
+    def reference(self, name: str) -> np.ndarray:
+        return getattr(self, f"ref_{name}")
 
 
 def score_pairs(
@@ -290,97 +308,24 @@ def score_pairs(
     return scores
 
 
-def misaligned_share(real: np.ndarray, misaligned: np.ndarray) -> float:
-    """Estimated share π of misaligned pairs in the corpus: twice the share of real pairs scoring
-    below the misaligned pairs' median (good pairs almost never do), clipped to [1/n, 0.5]."""
-    if not len(real) or not len(misaligned):
-        return 0.5
-    share = 2.0 * float((real < np.median(misaligned)).mean())
-    return float(np.clip(share, 1.0 / len(real), 0.5))
-
-
-def auto_threshold(real: np.ndarray, misaligned: np.ndarray, share: float | None = None) -> float:
-    """The score t with the fewest expected errors, taking the misaligned pairs as the bad pairs' scores.
-
-    With F_real = (1 − π)·F_good + π·F_bad and F_bad ≈ F_mis, the expected error rate at t
-    is π·(1 − F_mis(t)) + (1 − π)·F_good(t) = π + F_real(t) − 2π·F_mis(t), minimised over
-    midpoints between consecutive distinct scores. π is `misaligned_share` unless given.
-    (π = 0.5 gives Youden's J / the Kolmogorov–Smirnov point, which on a mostly clean
-    corpus rejects far too many good pairs.)
-    """
-    values = np.unique(np.concatenate([real, misaligned]))
-    if len(values) < 2:
-        return float(values[0]) if len(values) else 0.0
-    share = misaligned_share(real, misaligned) if share is None else share
-    cands = (values[:-1] + values[1:]) / 2
-    real_s, mis_s = np.sort(real), np.sort(misaligned)
-    f_mis = np.searchsorted(mis_s, cands) / max(1, len(mis_s))
-    f_real = np.searchsorted(real_s, cands) / max(1, len(real_s))
-    return float(cands[int(np.argmin(f_real - 2.0 * share * f_mis))])
-
-
-def near_miss_share(real: np.ndarray, near: np.ndarray) -> float:
-    """Estimated noise share π from the near-miss scores as the bad pairs' distribution.
-
-    F_real(t) = (1 − π)·F_good(t) + π·F_bad(t) ≥ π·F_bad(t) for every t, so π ≤ F_real(t) / F_bad(t);
-    the tightest of these bounds over the bad scores' deciles (10 %–90 %: where F_bad is well
-    estimated) is the estimate. A mixture-proportion estimate in the style of Storey's π₀, with
-    no assumption on the share itself; clipped to [0, 0.5].
-    """
-    if not len(real) or not len(near):
-        return 0.0
-    qs = np.quantile(near, np.linspace(0.1, 0.9, 9))
-    real_s = np.sort(real)
-    f_real = np.searchsorted(real_s, qs, side="right") / len(real_s)
-    f_bad = np.searchsorted(np.sort(near), qs, side="right") / len(near)
-    return float(np.clip(np.min(f_real / np.maximum(f_bad, 1e-9)), 0.0, 0.5))
-
-
-def false_reject_threshold(real: np.ndarray, near: np.ndarray, max_false_reject: float = MAX_FALSE_REJECT, share: float | None = None) -> tuple[float, float, float]:
-    """(threshold, π, estimated false-reject rate): the highest score t such that the estimated share
-    of *good* pairs below t stays ≤ `max_false_reject` for every t' ≤ t.
-
-    F_good(t) is estimated by taking π·F_near out of the corpus's own distribution:
-    F_good(t) ≈ max(0, F_real(t) − π·F_near(t)) / (1 − π), π from `near_miss_share`. With π = 0
-    this is the `max_false_reject` quantile of the corpus's scores.
-    """
-    if not len(real):
-        return 0.0, 0.0, 0.0
-    share = near_miss_share(real, near) if share is None else share
-    values = np.unique(np.concatenate([real, near]))
-    cands = np.concatenate([[values[0] - 1e-6], (values[:-1] + values[1:]) / 2]) if len(values) > 1 else values
-    f_real = np.searchsorted(np.sort(real), cands) / len(real)
-    f_near = np.searchsorted(np.sort(near), cands) / max(1, len(near)) if len(near) else np.zeros(len(cands))
-    f_good = np.maximum(0.0, f_real - share * f_near) / max(1e-9, 1.0 - share)
-    over = np.flatnonzero(f_good > max_false_reject)
-    i = (over[0] - 1) if len(over) else len(cands) - 1
-    i = max(i, 0)
-    return float(cands[i]), share, float(f_good[i])
-
-
-def near_miss_threshold(real: np.ndarray, misaligned: np.ndarray, near: np.ndarray, max_false_reject: float = MAX_FALSE_REJECT) -> tuple[float, float, float, float]:
-    """(threshold, π, estimated false rejects, random-rule threshold): `false_reject_threshold` on the
-    near misses, capped so that at most `max_false_reject` of the corpus goes beyond the random-pair
-    rule, and never below `auto_threshold` on the random pairs. Random noise in a corpus sits below
-    every near miss, where π·F_near ≈ 0, so it reads as "good pairs lost" and would pull t down."""
-    t, share, est = false_reject_threshold(real, near, max_false_reject)
-    t_random = auto_threshold(real, misaligned) if len(misaligned) else t
-    # π is an upper bound, loose where good pairs overlap the near misses (a weak encoder); then t
-    # overshoots (measured: 6–8 % of good pairs lost on a corpus without near misses). Cap: at most
-    # `max_false_reject` of the corpus rejected beyond what the random-pair rule rejects.
-    cap = float(np.quantile(real, min(1.0, float((real < t_random).mean()) + max_false_reject))) if len(real) else t
-    return max(min(t, cap), t_random), share, est, t_random
-
-
 def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     """The threshold and how it was chosen, for `report.json` and MLflow."""
     real, mis, near = scores.real(cfg.score), scores.misaligned(cfg.score), scores.near_miss(cfg.score)
+    ref = scores.reference(cfg.score)
     out = {"score": cfg.score}
     if cfg.threshold != "auto":
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
-    elif cfg.calibration == "near_miss" and len(near):
+    elif cfg.calibration == "reference" and len(ref):
+        t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject)
+        method = (f"reference: the {cfg.max_false_reject:g} quantile of {len(ref)} known-good pairs' scores ({scores.ref_source}); "
+                  f"noise share = corpus below it beyond the expected false rejects (a lower bound)")
+        if t == t_random:
+            method += "; raised to the random-pair rule's threshold (floor)"
+        out |= {"threshold_random_rule": round(t_random, 6), "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4)}
+    elif cfg.calibration in ("near_miss", "reference") and len(near):
         t, share, est_fr, t_random = near_miss_threshold(real, mis, near, cfg.max_false_reject)
-        method = f"near_miss: highest threshold with estimated false rejects ≤ {cfg.max_false_reject:g} (good-score CDF = corpus − π·near-miss)"
+        method = "near_miss (no reference pairs)" if cfg.calibration == "reference" else "near_miss"
+        method += f": highest threshold with estimated false rejects ≤ {cfg.max_false_reject:g} (good-score CDF = corpus − π·near-miss)"
         out["threshold_random_rule"] = round(t_random, 6)
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
@@ -460,9 +405,10 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         x, y = embed_pairs(table, encoder, cfg.batch_size)
     t_enc = time.perf_counter() - t0
     origins = table["origin"].to_pylist() if "origin" in table.column_names else None
-    near = cfg.calibration == "near_miss"
+    reference, ref_source = reference_pairs(cfg, spec) if cfg.calibration == "reference" else (None, "")
+    near = cfg.calibration == "near_miss" or (cfg.calibration == "reference" and reference is None)
 
-    def encode(texts: list[str]) -> np.ndarray:  # the few synthetic targets: in process, one more model load at most
+    def encode(texts: list[str]) -> np.ndarray:  # synthetic targets, reference pairs: in process, one more model load at most
         nonlocal encoder
         encoder = encoder or load_encoder(spec)
         return encoder.encode(texts, batch_size=cfg.batch_size)
@@ -470,12 +416,22 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
     src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
     pairs = negatives.near_miss_pairs(src, tgt, origins, cfg.seed, cfg.synthetic_rows) if near else None
     scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window, encode=encode, near=pairs)
+    if reference is not None:  # scored as a corpus of its own, the same way: its catalogs are its neighbourhoods
+        ref_origins = reference["origin"].to_pylist() if "origin" in reference.column_names else None
+        xr, yr = encode(reference["src"].to_pylist()), encode(reference["tgt"].to_pylist())
+        ref = score_pairs(xr, yr, ref_origins, cfg.k, cfg.seed, cfg.margin_window)
+        scores.ref_cosine, scores.ref_margin, scores.ref_source = ref.cosine, ref.margin, ref_source
     timing = {"encode_seconds": round(t_enc, 2)}
     if cfg.score == "dual_xent":
         t_nmt = time.perf_counter()
-        scores.dual_xent, scores.mis_dual_xent, scores.near_dual_xent = dual_xent_of(
-            src, tgt, misaligned_partners(origins, len(src), cfg.seed), pairs, cfg, use_ray)
+        scores.dual_xent, scores.mis_dual_xent, scores.near_dual_xent, scores.ref_dual_xent = dual_xent_of(
+            src, tgt, misaligned_partners(origins, len(src), cfg.seed), pairs, cfg, use_ray, reference)
         timing["dual_xent_seconds"] = round(time.perf_counter() - t_nmt, 2)
+    ref, real = scores.reference(cfg.score), scores.real(cfg.score)
+    if len(ref) and len(real) and np.median(real) < np.quantile(ref, 0.1):
+        log.warning("the corpus scores far below the reference pairs (median %.3f < their 10 %% quantile %.3f): another "
+                    "domain, or mostly noise; the reference threshold may reject many good pairs (--calibration near_miss "
+                    "or a --reference from this domain)", np.median(real), np.quantile(ref, 0.1))
     t_all = time.perf_counter() - t0
     timing["score_seconds"] = round(t_all - t_enc, 2)
     timing["pairs_per_second"] = round(len(table) / t_all, 1) if t_all > 0 else None
@@ -483,21 +439,39 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
 
 
 def dual_xent_of(src: list[str], tgt: list[str], partner: np.ndarray, near: negatives.NearMisses | None,
-                 cfg: FilterConfig, use_ray: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dual cross-entropy of the corpus's pairs, of the random misaligned ones (`partner`) and of the near
-    misses: one pass over all of them, in an actor pool (or in process without Ray)."""
+                 cfg: FilterConfig, use_ray: bool, reference: pa.Table | None = None) -> tuple[np.ndarray, ...]:
+    """Dual cross-entropy of the corpus's pairs, of the random misaligned ones (`partner`), of the near
+    misses and of the reference pairs: one pass over all of them, in an actor pool (or in process)."""
     near_src = [src[i] for i in near.rows] if near is not None else []
     near_tgt = list(near.targets) if near is not None else []
-    all_src = src + src + near_src
-    all_tgt = tgt + [tgt[j] for j in partner] + near_tgt
+    ref_src = reference["src"].to_pylist() if reference is not None else []
+    ref_tgt = reference["tgt"].to_pylist() if reference is not None else []
+    all_src = src + src + near_src + ref_src
+    all_tgt = tgt + [tgt[j] for j in partner] + near_tgt + ref_tgt
     if use_ray:
         table = pa.table({"src": pa.array(all_src, pa.string()), "tgt": pa.array(all_tgt, pa.string())})
         values = map_pairs_ray(table, DualXentPairs, {"forward": cfg.nmt_forward, "reverse": cfg.nmt_reverse},
                                ("dual_xent",), cfg.batch_size, cfg.num_actors)["dual_xent"].reshape(-1)
     else:
         values = DualXentPairs(cfg.nmt_forward, cfg.nmt_reverse)({"_row": None, "src": all_src, "tgt": all_tgt})["dual_xent"]
-    n = len(src)
-    return values[:n], values[n:2 * n], values[2 * n:]
+    n, m = len(src), len(near_src)
+    return values[:n], values[n:2 * n], values[2 * n:2 * n + m], values[2 * n + m:]
+
+
+def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]:
+    """(known-good pairs, where from) for calibration "reference": `cfg.reference`, else the encoder
+    directory's `reference.parquet`; (None, "") when there are none (the caller falls back to near misses)."""
+    from mtcore.data.corpus import read_corpus
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    path = Path(cfg.reference) if cfg.reference else Path(spec) / REFERENCE_FILE
+    if not path.exists():
+        log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
+        return None, ""
+    table = read_corpus(path)
+    if len(table) < 50:
+        raise FilterError(f"{path}: {len(table)} reference pairs; at least 50 are needed to estimate a false-reject quantile")
+    return table, str(path)
 
 
 def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):

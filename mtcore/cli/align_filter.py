@@ -11,11 +11,12 @@ one changed word that a sentence embedding averages away.
 
 Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
-`--threshold auto` calibrates on the corpus itself against deliberately misaligned pairs:
-random same-catalog pairs (`--calibration random`, the default) or near misses made from
-the corpus (`--calibration near_miss`: at most `--max-false-reject` of good pairs lost;
-catches more outdated/neighbouring/partial translations, and more correct short labels),
-and reports the threshold, the estimated noise share and how it was chosen.
+`--threshold auto` rejects what scores lower than all but `--max-false-reject` (2 %) of pairs
+known to be good (`--calibration reference`, the default): the built-in encoder holds out whole
+catalogs for this, or pass `--reference FILE` with pairs you trust, from your domain. Without
+reference pairs it calibrates against near misses made from the corpus (`near_miss`); `random`
+is the first rule (random same-catalog pairs; lets most near misses through). The report gives
+the threshold, how it was chosen and the estimated noise share.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--score", default=d.score, choices=SCORES)
     ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
     ap.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS,
-                    help="for --threshold auto: near_miss (target false-reject rate against near misses made from the corpus) or random (the old rule) (default: %(default)s)")
-    ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected, near_miss calibration (default: %(default)s)")
+                    help="for --threshold auto: reference (false-reject quantile of known-good pairs), near_miss (near misses made "
+                         "from the corpus) or random (the first rule) (default: %(default)s)")
+    ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected (default: %(default)s)")
+    ap.add_argument("--reference", default=d.reference, metavar="FILE",
+                    help="known-good pairs for --calibration reference, any corpus format (default: the encoder's held-out catalogs)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
     ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), default=("", ""),
                     help="for --score dual_xent: checkpoint directories of a source→target and a target→source model")
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.input = corpus_argument(args.input, home() / "stdin")
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
-                       calibration=args.calibration, max_false_reject=args.max_false_reject,
+                       calibration=args.calibration, max_false_reject=args.max_false_reject, reference=args.reference,
                        nmt_forward=args.nmt[0], nmt_reverse=args.nmt[1])
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
@@ -78,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     print(StageReport(r["stage"], r["input"], r["kept"], r["rejected"]).summary_table())
     cal = r.get("calibration", {})
     print(f"score: {r['score']}  threshold: {r['threshold']:.4f} ({cal.get('method', '')})")
+    below = {"near misses": cal.get("near_miss_below_threshold"), "random pairs": cal.get("misaligned_below_threshold")}
     print(f"estimated noise share: {cal.get('estimated_misaligned_share')}  estimated false rejects: {cal.get('estimated_false_reject')}  "
-          f"below threshold: near misses {cal.get('near_miss_below_threshold')}, random pairs {cal.get('misaligned_below_threshold')}")
+          "below threshold: " + ", ".join(f"{k} {v}" for k, v in below.items() if v is not None))
     if r.get("timing"):
         print(f"speed: {r['timing'].get('pairs_per_second')} pairs/s (encode {r['timing']['encode_seconds']} s)")
     out = Path(result.output)

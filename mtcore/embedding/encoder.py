@@ -32,6 +32,7 @@ from mtcore.errors import MtcoreError
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
+REFERENCE_FILE = "reference.parquet"  # held-out known-good pairs: the filter's false-reject calibration
 
 
 class EncoderError(MtcoreError, ValueError):

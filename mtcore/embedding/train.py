@@ -43,6 +43,7 @@ from mtcore import checks
 from mtcore.embedding.encoder import (
     DualEncoder,
     EncoderConfig,
+    REFERENCE_FILE,
     EncoderError,
     pad_batch,
     save_encoder,
@@ -66,6 +67,7 @@ class EncoderTrainConfig:
     group_size: int = 32  # rows of neighbouring messages kept together in a batch (hard negatives)
     fuzzy_negatives: bool = False  # add each row's most word-similar same-catalog message's target as a negative (issue 21; opt-in: not yet measured, ~1.5x training time)
     heldout: int = 1000  # pairs held out for retrieval P@1
+    reference_pairs: int = 4000  # whole catalogs held out as known-good pairs for the filter's calibration (≤ 1/10 of the data)
     max_pairs: int = 120_000  # cap on training pairs (CPU minutes)
     seed: int = 0
     num_workers: int = 1
@@ -79,7 +81,7 @@ class EncoderTrainConfig:
         checks.at_least("--batch-size", self.batch_size, 2)  # in-batch negatives need a second pair
         checks.at_least("--vocab-size", self.model.vocab_size, 16)
         checks.at_least("--num-workers", self.num_workers, 1)
-        for name in ("max_steps", "warmup", "heldout"):
+        for name in ("max_steps", "warmup", "heldout", "reference_pairs"):
             checks.at_least(name, getattr(self, name), 0)
         for name in ("max_pairs", "group_size", "log_every"):
             checks.at_least(name, getattr(self, name), 1)
@@ -166,6 +168,34 @@ def split_heldout(table: pa.Table, n: int, seed: int, exclude: set[str] | None =
     held = np.sort(order[:n])
     rest = np.sort(order[n:])
     return table.take(pa.array(rest)), table.take(pa.array(held))
+
+
+def split_reference(table: pa.Table, n: int, seed: int) -> tuple[pa.Table, pa.Table]:
+    """(train, reference): whole origins (catalogs) drawn at random until about `n` rows (at most a tenth of
+    the table) are held out. Whole catalogs, so that the reference is scored with the same kind of
+    neighbourhood (margin) as a corpus the filter sees; random rows without an `origin` column, or when
+    every origin is too large."""
+    n = min(n, len(table) // 10)
+    if n <= 0:
+        return table, table.slice(0, 0)
+    rng = np.random.default_rng(seed + 1)
+    if "origin" not in table.column_names:
+        held = np.zeros(len(table), bool)
+        held[rng.permutation(len(table))[:n]] = True
+    else:
+        origins = np.asarray(table["origin"].to_pylist(), dtype=object)
+        names, counts = np.unique(origins, return_counts=True)
+        chosen, total = [], 0
+        for i in rng.permutation(len(names)):
+            if total >= n:
+                break
+            if counts[i] <= max(1, n // 2):  # many catalogs, none dominating
+                chosen.append(names[i])
+                total += int(counts[i])
+        held = np.isin(origins, chosen)
+        if not held.any():
+            held[rng.permutation(len(table))[:n]] = True
+    return table.filter(pa.array(~held)), table.filter(pa.array(held))
 
 
 def group_batches(n: int, batch_size: int, group_size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -332,7 +362,7 @@ def train_encoder(
     from ray.train.torch import TorchTrainer
 
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
-    from mtcore.data.corpus import read_corpus
+    from mtcore.data.corpus import read_corpus, write_parquet
     from mtcore.runs import home
 
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
@@ -340,6 +370,7 @@ def train_encoder(
     table, cleaned_by = clean_for_training(table)
     sort_keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
     train, held = split_heldout(table, cfg.heldout, cfg.seed, exclude_texts)
+    train, reference = split_reference(train, cfg.reference_pairs, cfg.seed)
     if len(train) > cfg.max_pairs:
         train = train.take(pa.array(np.sort(np.random.default_rng(cfg.seed).permutation(len(train))[: cfg.max_pairs])))
     if sort_keys:
@@ -394,6 +425,9 @@ def train_encoder(
         encoder = load_builtin(tmp_out)
         metrics = retrieval_accuracy(encoder, held["src"].to_pylist(), held["tgt"].to_pylist())
         metrics |= {"train_pairs": len(train), "train_seconds": round(train_s, 1), "tokenizer_seconds": round(tokenizer_s, 1), "final_loss": result.metrics.get("loss")}
+        if len(reference):
+            write_parquet(reference.select([c for c in ("src", "tgt", "origin") if c in reference.column_names]), tmp_out / REFERENCE_FILE)
+            metrics["reference_pairs"] = len(reference)
         (tmp_out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
         if output.exists():
             shutil.rmtree(output)
