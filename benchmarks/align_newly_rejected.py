@@ -1,8 +1,8 @@
-"""What the new calibration rejects on the embedded corpus that the old one kept (issue 21).
+"""What the default calibration rejects on the embedded corpus that the old one kept (issue 21).
 
-Scores a sample of whole catalogs of data/raw/parallel.parquet once, decides with the old
-(`calibration="random"`) and the new (`"near_miss"`) rule, and prints the kept shares and a
-random sample of pairs only the new rule rejects, to judge by eye.
+Scores a sample of whole catalogs of data/raw/parallel.parquet, decides with the old
+(`calibration="random"`), the near-miss (`"near_miss"`) and the default (`"reference"`) rule,
+and prints the kept shares and a random sample of pairs only the default rejects, to judge by eye.
 
     python benchmarks/align_newly_rejected.py [--rows 20000] [--show 20] [--seed 0] [--encoder builtin]
 """
@@ -44,17 +44,19 @@ def main(argv=None) -> int:
     ap.add_argument("--score", default=FilterConfig().score)
     args = ap.parse_args(argv)
     table = sample_catalogs(read_corpus(RAW_PARALLEL), args.rows, args.seed)
-    new_cfg = FilterConfig(encoder=args.encoder, score=args.score)
-    scores, timing = score_corpus(table, new_cfg, use_ray=False)
-    values = scores.real(args.score)
-    print(f"load average {[round(v, 2) for v in os.getloadavg()]}; {len(table)} pairs from {len(set(table['origin'].to_pylist()))} catalogs; {timing}")
+    base = FilterConfig(encoder=args.encoder, score=args.score)
     rej = {}
-    for cal in ("random", "near_miss"):
-        c = calibrate(scores, replace(new_cfg, calibration=cal))
+    for cal in ("random", "near_miss", "reference"):
+        cfg = replace(base, calibration=cal)
+        scores, timing = score_corpus(table, cfg, use_ray=False)
+        values = scores.real(args.score)
+        if cal == "random":
+            print(f"load average {[round(v, 2) for v in os.getloadavg()]}; {len(table)} pairs from {len(set(table['origin'].to_pylist()))} catalogs; {timing}")
+        c = calibrate(scores, cfg)
         rej[cal] = values < c["threshold"]
         print(f"  {cal:9s} threshold {c['threshold']:.3f}  est. noise {c['estimated_misaligned_share']:.3f}  kept {100 * (1 - rej[cal].mean()):.2f} %  ({c['method']})")
-    only_new = np.flatnonzero(rej["near_miss"] & ~rej["random"])
-    print(f"  rejected by the new rule only: {len(only_new)}; a random {min(args.show, len(only_new))}:")
+    only_new = np.flatnonzero(rej[base.calibration] & ~rej["random"])
+    print(f"  rejected by the default ({base.calibration}) rule only: {len(only_new)}; a random {min(args.show, len(only_new))}:")
     src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     for i in np.random.default_rng(args.seed).choice(only_new, size=min(args.show, len(only_new)), replace=False):
         print(f"  | {origin[i]} | {src[i][:90]!r} | {tgt[i][:90]!r} | {values[i]:.3f} |")

@@ -55,12 +55,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mtcore.alignment.documents import Block, DocAlignConfig, align_documents, read_document, strict_f1
-from mtcore.alignment.filter import MAX_FALSE_REJECT, FilterConfig, auto_threshold, misaligned_partners, misaligned_share, near_miss_threshold, score_pairs
+from mtcore.alignment.filter import (
+    MAX_FALSE_REJECT,
+    FilterConfig,
+    PairScores,
+    auto_threshold,
+    misaligned_partners,
+    misaligned_share,
+    near_miss_threshold,
+    reference_threshold,
+    score_pairs,
+)
 from mtcore.data.corpus import read_corpus
 from mtcore.embedding import load_encoder
 from mtcore.embedding.encoder import DualEncoder, SentenceEncoder
 from mtcore.embedding.train import quick_clean, retrieval_accuracy
-from mtcore.data.paths import DATA_DIR, NEAR_MISS_DEV, TEST
+from mtcore.data.paths import DATA_DIR, DEV, NEAR_MISS_DEV, TEST
 
 
 def heldout_pairs(n: int, seed: int) -> pa.Table:
@@ -141,7 +151,8 @@ def length_score(src: list[str], tgt: list[str]) -> np.ndarray:
     return -np.abs(lr - np.median(lr))
 
 
-def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
+def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_reject: float = MAX_FALSE_REJECT,
+                 ref: PairScores | None = None) -> dict:
     out = {}
     src = table["src"].to_pylist()
     x = enc.encode(src)
@@ -158,6 +169,9 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_r
             row[name] = prf(real < t, bad) | {"threshold": round(t, 4)}
             t_new, share, _, _ = near_miss_threshold(real, mis, scores.near_miss(name), max_false_reject)
             row[f"{name}_new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4)}
+            if ref is not None:
+                t_ref, share, _, _ = reference_threshold(real, mis, ref.real(name), max_false_reject)
+                row[f"{name}_ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4)}
         ls = length_score(src, tgt)
         partner = misaligned_partners(origins, len(src), seed)
         ls_mis = length_score(src, [tgt[j] for j in partner])
@@ -209,25 +223,29 @@ def recall_by_kind(rejected: np.ndarray, kinds: np.ndarray) -> dict[str, float]:
 
 
 def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, max_false_reject: float,
-                        mis: np.ndarray | None = None, near: np.ndarray | None = None) -> dict:
+                        mis: np.ndarray | None = None, near: np.ndarray | None = None, ref: np.ndarray | None = None) -> dict:
     """AUC and the rejects of one score (higher = better aligned) at the best threshold in hindsight with
-    `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration."""
+    `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration;
+    given the reference (known-good) pairs' scores, under the REF calibration (the default)."""
     from sklearn.metrics import roc_auc_score
 
     good = np.sort(real[~bad])
     t_best = float(good[min(len(good) - 1, int(max_false_reject * len(good)))])
-    out = {"roc_auc": round(float(roc_auc_score(bad, -real)), 4)}
+    out = {"roc_auc": round(float(roc_auc_score(bad, -real)), 4) if bad.any() and (~bad).any() else float("nan")}
     if mis is not None:
         t_old = auto_threshold(real, mis)
         t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
         out["old"] = prf(real < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(real, mis), 4), "recall_by_kind": recall_by_kind(real < t_old, kinds)}
         out["new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_new, kinds)}
+        if ref is not None and len(ref):
+            t_ref, share, est, _ = reference_threshold(real, mis, ref, max_false_reject)
+            out["ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_ref, kinds)}
     out["hindsight"] = prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": recall_by_kind(real < t_best, kinds)}
     return out
 
 
-def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT) -> dict:
-    """OLD vs NEW calibration on the labelled near-miss dev set, with the baselines."""
+def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT, ref: PairScores | None = None) -> dict:
+    """OLD vs NEW vs REF calibration on the labelled near-miss dev set, with the baselines."""
     src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     bad = np.asarray(table["label"].to_pylist(), dtype=bool)
     kinds = np.asarray(table["kind"].to_pylist())
@@ -236,16 +254,82 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     per_kind = lambda rej: recall_by_kind(rej, kinds)  # noqa: E731
     out = {"pairs": len(table), "misaligned": int(bad.sum()), "true_share": round(float(bad.mean()), 4), "max_false_reject": max_false_reject}
     for name in ("cosine", "margin"):
-        out[name] = calibration_figures(scores.real(name), bad, kinds, max_false_reject, scores.misaligned(name), scores.near_miss(name))
+        out[name] = calibration_figures(scores.real(name), bad, kinds, max_false_reject, scores.misaligned(name), scores.near_miss(name),
+                                        ref.real(name) if ref is not None else None)
     rules = cleaning_rules(table)
     base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
     out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
     # What the main job does: the cleaning rules, then the filter (default score), OLD vs NEW calibration.
     name = FilterConfig().score
     real = scores.real(name)
-    for which in ("old", "new"):
+    for which in ("old", "new", "ref"):
+        if which not in out[name]:
+            continue
         rej = rules | (real < out[name][which]["threshold"])
         out[f"rules_plus_{name}_{which}"] = prf(rej, bad) | {"recall_by_kind": per_kind(rej)}
+    return out
+
+
+def reference_scores(spec: str, enc, seed: int) -> tuple[PairScores | None, int]:
+    """The encoder's known-good reference pairs (its held-out catalogs), scored as a corpus of their own, as
+    the filter does; (None, 0) for an encoder without them."""
+    from pathlib import Path
+
+    from mtcore.embedding import resolve_encoder
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    path = Path(resolve_encoder(spec)) / REFERENCE_FILE
+    if not path.exists():
+        return None, 0
+    t = read_corpus(path)
+    origins = t["origin"].to_pylist() if "origin" in t.column_names else None
+    return score_pairs(enc.encode(t["src"].to_pylist()), enc.encode(t["tgt"].to_pylist()), origins, FilterConfig().k, seed), len(t)
+
+
+def mix_noise(table: pa.Table, kind: str, share: float, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(targets, bad, kept rows): `share` of the rows given a wrong target of one kind. `fuzzy`: the target of
+    the same-catalog message whose source shares the most words (any overlap, as msgmerge's fuzzy matches;
+    that message's own pair is dropped, as the old message is gone from a real catalog); `neighbour`: the
+    next message's target."""
+    from mtcore.alignment import negatives
+
+    src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    n = len(src)
+    part = negatives.fuzzy_partners(src, tgt, origin) if kind == "fuzzy" else negatives.neighbour_partners(tgt, origin)
+    new, bad, free, gone = list(tgt), np.zeros(n, bool), np.ones(n, bool), np.zeros(n, bool)
+    want = int(share * n)
+    for i in np.random.default_rng(seed).permutation(np.flatnonzero(part >= 0)):
+        if want <= 0:
+            break
+        j = int(part[i])
+        if not free[i] or not free[j] or tgt[j] == tgt[i]:
+            continue
+        new[i], bad[i], free[i] = tgt[j], True, False
+        if kind == "fuzzy":
+            gone[j], free[j] = True, False
+        want -= 1
+    rows = np.flatnonzero(~gone | bad)
+    return [new[i] for i in rows], bad[rows], rows
+
+
+def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, ref: PairScores | None,
+                      shares=(0.0, 0.05, 0.17, 0.4)) -> dict:
+    """Does the threshold follow the noise share? Held-out catalogs with 0–40 % of outdated (fuzzy) or
+    shifted (neighbour) targets; recall and false rejects of every calibration, margin score."""
+    out = {}
+    for kind in ("fuzzy", "neighbour"):
+        for share in shares:
+            if share == 0.0 and kind == "neighbour":
+                continue
+            tgt, bad, rows = mix_noise(table, kind, share, seed)
+            sub = table.take(pa.array(rows))
+            src, origins = sub["src"].to_pylist(), sub["origin"].to_pylist()
+            scores = score_pairs(enc.encode(src), enc.encode(tgt), origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
+            kinds = np.where(bad, kind, "ok")
+            c = calibration_figures(scores.real("margin"), bad, kinds, max_false_reject, scores.misaligned("margin"),
+                                    scores.near_miss("margin"), ref.real("margin") if ref is not None else None)
+            c["pairs"], c["true_share"] = len(sub), round(float(bad.mean()), 4)
+            out[f"{kind}_{int(round(100 * share))}"] = c
     return out
 
 
@@ -420,24 +504,34 @@ def main(argv=None) -> int:
         o = e["ours"][f"p_at_1_{d}"]
         print(f"  {d}: ours {o:.3f}   untrained anchor {a[f'p_at_1_{d}']:.3f}   ratio {o / max(a[f'p_at_1_{d}'], 1e-9):.1f}x")
 
+    ref, n_ref = reference_scores(args.encoder, enc, args.seed)
+    res["reference_pairs"] = n_ref
+    print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = the {args.max_false_reject:g} quantile of "
+          f"{n_ref} known-good pairs (the encoder's held-out catalogs; the default), hindsight = best threshold at that false-reject rate")
+    fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
     if NEAR_MISS_DEV.exists():
         nm = pq.read_table(NEAR_MISS_DEV)
-        res["near_miss"] = m = bench_near_miss(enc, nm, args.seed, args.max_false_reject)
-        print(f"== near-miss dev set: {m['pairs']} pairs, {m['misaligned']} misaligned ({100 * m['true_share']:.1f} %); "
-              f"OLD = random-pair calibration, NEW = near-miss calibration at max false reject {m['max_false_reject']}")
-        fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
+        res["near_miss"] = m = bench_near_miss(enc, nm, args.seed, args.max_false_reject, ref)
+        print(f"== near-miss dev set: {m['pairs']} pairs, {m['misaligned']} misaligned ({100 * m['true_share']:.1f} %)")
         for name in ("cosine", "margin"):
             c = m[name]
             print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
-            for which in ("old", "new", "hindsight"):
+            for which in ("old", "new", "ref", "hindsight"):
+                if which not in c:
+                    continue
                 r = c[which]
                 extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
                 print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
         for k, r in m["baselines"].items():
             print(f"  baseline {k:26s} {fmt(r)}  recall by kind {r['recall_by_kind']}")
-        for which in ("old", "new"):
-            k = next(k for k in m if k.startswith("rules_plus_") and k.endswith(which))
-            print(f"  cleaning rules + filter {which.upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+        for k in (k for k in m if k.startswith("rules_plus_")):
+            print(f"  cleaning rules + filter {k.rsplit('_', 1)[1].upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+        dev_catalogs = quick_clean(pa.concat_tables([read_corpus(TEST), read_corpus(DEV)])).sort_by([("origin", "ascending"), ("id", "ascending")])
+        res["noise_share"] = ns = bench_noise_share(enc, dev_catalogs, args.seed, args.max_false_reject, ref)
+        print("== does the threshold follow the noise share? held-out catalogs with outdated (fuzzy) or shifted (neighbour) targets, margin")
+        for k, c in ns.items():
+            cols = "  ".join(f"{w.upper()} R {c[w]['recall']:.3f} FR {100 * c[w]['false_reject']:.1f} %" for w in ("old", "new", "ref", "hindsight") if w in c)
+            print(f"  {k:13s} {c['pairs']} pairs, {100 * c['true_share']:4.1f} % bad, AUC {c['roc_auc']:.3f}:  {cols}")
         if args.nmt:
             res["dual_xent"] = dx = bench_dual_xent(enc, nm, *args.nmt, args.seed, args.max_false_reject)
             print(f"  dual conditional cross-entropy ({dx['pairs_per_second']} pairs/s, each scored in both directions)")
@@ -456,15 +550,14 @@ def main(argv=None) -> int:
             return 0
 
     all_pairs = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
-    res["filter"] = f = bench_filter(enc, all_pairs, args.seed, max_false_reject=args.max_false_reject)
-    print(f"== planted: {len(all_pairs)} held-out pairs, 10 % misaligned, threshold auto: OLD | NEW calibration (P / R / F1 / false rejects)")
+    res["filter"] = f = bench_filter(enc, all_pairs, args.seed, max_false_reject=args.max_false_reject, ref=ref)
+    print(f"== planted: {len(all_pairs)} held-out pairs, 10 % misaligned, threshold auto: OLD | NEW | REF calibration (P / R / F1 / false rejects)")
     for kind, row in f.items():
         la = row["anchor_length"]
         for name in ("cosine", "margin"):
-            r, q = row[name], row[f"{name}_new"]
-            print(f"  {kind:15s} {name:6s} OLD P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} % (t={r['threshold']:.3f})"
-                  f" | NEW P {q['precision']:.3f} R {q['recall']:.3f} F1 {q['f1']:.3f} FR {100 * q['false_reject']:.1f} % (t={q['threshold']:.3f})"
-                  f"   length-ratio anchor F1 {la['f1']:.3f}")
+            cols = " | ".join(f"{w} {fmt(row[key])} (t={row[key]['threshold']:.3f})"
+                              for w, key in (("OLD", name), ("NEW", f"{name}_new"), ("REF", f"{name}_ref")) if key in row)
+            print(f"  {kind:15s} {name:6s} {cols}   length-ratio anchor F1 {la['f1']:.3f}")
 
     if args.skip_documents:
         if args.json:

@@ -24,9 +24,9 @@ def encoder_dir(tmp_path_factory):
     return str(enc.save(tmp / "encoder"))
 
 
-def corpus_with_misalignments(n_bad: int = 20) -> tuple[pa.Table, set[str]]:
-    """The tiny corpus' last 200 (unseen) pairs, with `n_bad` targets rotated to wrong rows."""
-    t = tiny_corpus().slice(600)
+def corpus_with_misalignments(n_bad: int = 20, start: int = 600) -> tuple[pa.Table, set[str]]:
+    """The tiny corpus' pairs from `start` (600: the 200 the encoder never saw), with `n_bad` targets rotated to wrong rows."""
+    t = tiny_corpus().slice(start)
     tgt = t["tgt"].to_pylist()
     bad = list(range(0, 2 * n_bad, 2))
     rotated = [tgt[bad[(k + 1) % len(bad)]] for k in range(len(bad))]
@@ -114,7 +114,7 @@ def test_a_looser_false_reject_budget_rejects_at_least_as_much(encoder_dir):
 
 
 def test_align_filter_cli(encoder_dir, tmp_path, capsys):
-    table, _ = corpus_with_misalignments()
+    table, _ = corpus_with_misalignments(start=700)
     tsv = tmp_path / "pairs.tsv"
     tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())))
     argv = ["align_filter.py", "--input", str(tsv), "--output", str(tmp_path / "out"), "--encoder", encoder_dir, "--no-ray", "--no-mlflow",
@@ -123,7 +123,7 @@ def test_align_filter_cli(encoder_dir, tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "rejected: low_margin" in out and "threshold" in out and "estimated noise share" in out
-    assert "(reference: the 0.03 quantile of 300 known-good pairs' scores" in out
+    assert "(reference: fewest expected errors with 100 known-good pairs' scores" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
     assert _run_script("pipelines/align_filter.py", argv) == 0
@@ -223,23 +223,24 @@ def test_dual_xent_needs_two_models_of_opposite_directions(nmt_dirs):
 
 
 def _reference(tmp_path) -> str:
-    """Known-good pairs for calibration "reference": tiny-corpus pairs of the same language and style."""
-    return str(write_parquet(tiny_corpus().slice(0, 300), tmp_path / "reference.parquet"))
+    """Known-good pairs for calibration "reference": 100 tiny-corpus pairs the encoder never saw (as the
+    built-in encoder's held-out catalogs); the corpora of these tests are the 100 after them."""
+    return str(write_parquet(tiny_corpus().slice(600, 100), tmp_path / "reference.parquet"))
 
 
-@pytest.mark.parametrize("n_bad", [20, 80])
+@pytest.mark.parametrize("n_bad", [0, 10, 40])
 def test_reference_calibration_follows_the_noise_share(encoder_dir, tmp_path, n_bad):
-    """Calibrated on known-good pairs, the filter removes the noise whatever its share (10 % or 40 %), loses few
+    """Calibrated on known-good pairs, the filter removes the noise whatever its share (0, 10 or 40 %), loses few
     good pairs, and reports a noise share that grows with it."""
-    table, bad = corpus_with_misalignments(n_bad)
+    table, bad = corpus_with_misalignments(n_bad, start=700)
     cfg = FilterConfig(encoder=encoder_dir, score="margin", reference=_reference(tmp_path))
     kept, rejects, threshold, scores, _ = filter_table(table, cfg, use_ray=False)
     rejected = set(rejects["id"].to_pylist())
-    assert len(rejected & bad) / len(bad) >= 0.9
-    assert len(rejected - bad) / (len(table) - len(bad)) <= 0.1  # good pairs lost
+    assert not bad or len(rejected & bad) / len(bad) >= 0.9
+    assert len(rejected - bad) / (len(table) - len(bad)) <= 0.05  # good pairs lost
     cal = calibrate(scores, cfg)
-    assert cal["method"].startswith("reference") and cal["reference_pairs"] == 300
-    assert cal["threshold"] == pytest.approx(max(np.quantile(scores.ref_margin, 0.02), cal["threshold_random_rule"]))
+    assert cal["method"].startswith("reference") and cal["reference_pairs"] == 100
+    assert cal["estimated_false_reject"] <= 0.02 or cal["threshold"] == cal["threshold_random_rule"]
     assert 0.5 * n_bad / len(table) <= cal["estimated_misaligned_share"] <= 1.2 * n_bad / len(table) + 0.02
 
 

@@ -16,11 +16,13 @@
    option, placeholder or name).
 3. Decide: keep pairs whose score ≥ threshold. `threshold="auto"` calibrates on
    the data itself, by `calibration` (the rules are in `calibration.py`):
-   - "reference" (default): the threshold is the `max_false_reject` quantile of the scores
-     of pairs known to be good (`reference`, or the encoder's own `reference.parquet`: the
-     built-in encoder holds out whole catalogs for this), scored the same way as the
-     corpus. It assumes nothing about the noise share or the kind of noise: whatever
-     scores below all but 2 % of good pairs goes. Without reference pairs, "near_miss".
+   - "reference" (default): the scores of pairs known to be good (`reference`, or the
+     encoder's own `reference.parquet`: the built-in encoder holds out whole catalogs for
+     this), scored the same way as the corpus, are the good pairs' distribution; the
+     threshold has the fewest expected errors against it and rejects at most
+     `max_false_reject` of them. It assumes nothing about the noise share or the kind of
+     noise: a score band goes where most of the corpus's pairs in it cannot be good.
+     Without reference pairs, "near_miss".
    - "near_miss": the near-miss pairs stand in for the bad pairs' scores; the noise share
      π is estimated from the corpus (`near_miss_share`) and the good pairs' distribution
      is what remains of the corpus's once π·bad is taken out. Capped and floored (see
@@ -317,7 +319,8 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
     elif cfg.calibration == "reference" and len(ref):
         t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject)
-        method = (f"reference: the {cfg.max_false_reject:g} quantile of {len(ref)} known-good pairs' scores ({scores.ref_source}); "
+        method = (f"reference: fewest expected errors with {len(ref)} known-good pairs' scores as the good distribution "
+                  f"({scores.ref_source}), at most {cfg.max_false_reject:g} of them rejected; "
                   f"noise share = corpus below it beyond the expected false rejects (a lower bound)")
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"

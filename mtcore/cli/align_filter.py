@@ -11,12 +11,13 @@ one changed word that a sentence embedding averages away.
 
 Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
-`--threshold auto` rejects what scores lower than all but `--max-false-reject` (2 %) of pairs
-known to be good (`--calibration reference`, the default): the built-in encoder holds out whole
-catalogs for this, or pass `--reference FILE` with pairs you trust, from your domain. Without
-reference pairs it calibrates against near misses made from the corpus (`near_miss`); `random`
-is the first rule (random same-catalog pairs; lets most near misses through). The report gives
-the threshold, how it was chosen and the estimated noise share.
+`--threshold auto` compares the corpus's scores with those of pairs known to be good
+(`--calibration reference`, the default): it rejects the low-score band where most pairs cannot
+be good, and never more than `--max-false-reject` (2 %) of the good ones. The built-in encoder
+holds out whole catalogs for this; or pass `--reference FILE` with pairs you trust, from your
+domain. Without reference pairs it calibrates against near misses made from the corpus
+(`near_miss`); `random` is the first rule (random same-catalog pairs; lets most near misses
+through). The report gives the threshold, how it was chosen and the estimated noise share.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--score", default=d.score, choices=SCORES)
     ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
     ap.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS,
-                    help="for --threshold auto: reference (false-reject quantile of known-good pairs), near_miss (near misses made "
+                    help="for --threshold auto: reference (fewest errors against known-good pairs), near_miss (near misses made "
                          "from the corpus) or random (the first rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected (default: %(default)s)")
     ap.add_argument("--reference", default=d.reference, metavar="FILE",
