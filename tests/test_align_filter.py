@@ -255,3 +255,15 @@ def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_
 def test_reference_errors(tmp_path):
     with pytest.raises(FilterError, match="missing.parquet: file not found"):
         FilterConfig(reference=str(tmp_path / "missing.parquet"))
+
+
+def test_an_encoder_with_too_few_reference_pairs_falls_back_to_near_misses(encoder_dir, tmp_path):
+    import shutil
+
+    enc = shutil.copytree(encoder_dir, tmp_path / "enc")
+    write_parquet(tiny_corpus().slice(600, 10), enc / "reference.parquet")  # a tiny training corpus leaves few
+    cfg = FilterConfig(encoder=str(enc), score="cosine")
+    cal = calibrate(filter_table(corpus_with_misalignments(start=700)[0], cfg, use_ray=False)[3], cfg)
+    assert cal["method"].startswith("near_miss (no reference pairs)")
+    with pytest.raises(FilterError, match="10 reference pairs; at least 50 are needed"):
+        filter_table(corpus_with_misalignments(start=700)[0], FilterConfig(encoder=str(enc), reference=str(enc / "reference.parquet")), use_ray=False)

@@ -181,6 +181,16 @@ def test_reference_split_holds_out_whole_catalogs():
     assert len(split_reference(table, 500, seed=0)[1]) <= 120  # at most a tenth of the data
 
 
+def test_a_builtin_encoder_without_reference_pairs_is_trained_again(tmp_path):
+    from mtcore.embedding import _complete
+
+    path = tiny_encoder(tmp_path, trained=False).save(tmp_path / "builtin")
+    assert is_encoder_dir(path) and not _complete(path)  # made before the reference split: ensure_builtin retrains it
+    pa_table = tiny_corpus().slice(0, 60).select(["src", "tgt", "origin"])
+    pq.write_table(pa_table, path / REFERENCE_FILE)
+    assert _complete(path)
+
+
 def test_external_encoder_missing_package_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as if not installed
     with pytest.raises(EncoderNotAvailable, match="pip install sentence-transformers"):

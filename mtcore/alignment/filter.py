@@ -68,6 +68,7 @@ STAGE = "align_filter"
 EXPERIMENT = "align_filter"
 REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent"}
 CALIBRATIONS = ("reference", "near_miss", "random")
+MIN_REFERENCE_PAIRS = 50  # fewer cannot place a 2 % false-reject point
 
 
 class FilterError(MtcoreError, ValueError):
@@ -464,6 +465,8 @@ def dual_xent_of(src: list[str], tgt: list[str], partner: np.ndarray, near: nega
 def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]:
     """(known-good pairs, where from) for calibration "reference": `cfg.reference`, else the encoder
     directory's `reference.parquet`; (None, "") when there are none (the caller falls back to near misses)."""
+    import pyarrow.parquet as pq
+
     from mtcore.data.corpus import read_corpus
     from mtcore.embedding.encoder import REFERENCE_FILE
 
@@ -471,9 +474,13 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
     if not path.exists():
         log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
         return None, ""
-    table = read_corpus(path)
-    if len(table) < 50:
-        raise FilterError(f"{path}: {len(table)} reference pairs; at least 50 are needed to estimate a false-reject quantile")
+    table = read_corpus(path) if cfg.reference or pq.ParquetFile(path).metadata.num_rows else None  # an encoder's may be empty
+    if table is None or len(table) < MIN_REFERENCE_PAIRS:
+        message = f"{path}: {0 if table is None else len(table)} reference pairs; at least {MIN_REFERENCE_PAIRS} are needed"
+        if cfg.reference:
+            raise FilterError(message)
+        log.warning("%s: calibrating on near misses made from the corpus instead", message)
+        return None, ""
     return table, str(path)
 
 

@@ -16,7 +16,7 @@ import fcntl
 import logging
 from pathlib import Path
 
-from mtcore.embedding.encoder import EncoderConfig, EncoderError, SentenceEncoder, is_encoder_dir, load_builtin
+from mtcore.embedding.encoder import REFERENCE_FILE, EncoderConfig, EncoderError, SentenceEncoder, is_encoder_dir, load_builtin
 from mtcore.embedding.external import EncoderNotAvailable, SentenceTransformerEncoder
 
 log = logging.getLogger(__name__)
@@ -49,14 +49,22 @@ def ensure_builtin() -> Path:
     on `data/test.parquet` measure held-out accuracy.
     """
     path = builtin_dir()
-    if is_encoder_dir(path):
+    if _complete(path):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / ".builtin.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two first commands at once: one trains, the other waits for it
-        if not is_encoder_dir(path):
+        if not _complete(path):
+            if is_encoder_dir(path):
+                log.warning("the built-in encoder in %s predates its held-out reference pairs (the filter's calibration): "
+                            "training it again", path)
             _train_builtin(path)
     return path
+
+
+def _complete(path: Path) -> bool:
+    """A built-in encoder with its reference pairs (encoders trained before they existed are retrained once)."""
+    return is_encoder_dir(path) and (path / REFERENCE_FILE).is_file()
 
 
 def _train_builtin(path: Path) -> None:
