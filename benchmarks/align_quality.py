@@ -61,11 +61,11 @@ from mtcore.alignment.documents import Block, DocAlignConfig, align_documents, r
 from mtcore.alignment.filter import (
     MAX_FALSE_REJECT,
     FilterConfig,
-    PairScores,
     auto_threshold,
     misaligned_partners,
     misaligned_share,
     near_miss_threshold,
+    reference_scores,
     reference_threshold,
     score_pairs,
 )
@@ -155,7 +155,7 @@ def length_score(src: list[str], tgt: list[str]) -> np.ndarray:
 
 
 def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_reject: float = MAX_FALSE_REJECT,
-                 ref: PairScores | None = None) -> dict:
+                 ref: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     out = {}
     src = table["src"].to_pylist()
     x = enc.encode(src)
@@ -173,7 +173,7 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_r
             t_new, share, _, _ = near_miss_threshold(real, mis, scores.near_miss(name), max_false_reject)
             row[f"{name}_new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4)}
             if ref is not None:
-                t_ref, share, _, _ = reference_threshold(real, mis, ref.real(name), max_false_reject)
+                t_ref, share, _, _ = reference_threshold(real, mis, reference_in(x, y, ref)[name], max_false_reject)
                 row[f"{name}_ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4)}
         ls = length_score(src, tgt)
         partner = misaligned_partners(origins, len(src), seed)
@@ -226,7 +226,8 @@ def recall_by_kind(rejected: np.ndarray, kinds: np.ndarray) -> dict[str, float]:
 
 
 def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, max_false_reject: float,
-                        mis: np.ndarray | None = None, near: np.ndarray | None = None, ref: np.ndarray | None = None) -> dict:
+                        mis: np.ndarray | None = None, near: np.ndarray | None = None, ref: np.ndarray | None = None,
+                        near_given: bool = True) -> dict:
     """AUC and the rejects of one score (higher = better aligned) at the best threshold in hindsight with
     `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration;
     given the reference (known-good) pairs' scores, under the REF calibration (the default)."""
@@ -237,9 +238,10 @@ def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, ma
     out = {"roc_auc": round(float(roc_auc_score(bad, -real)), 4) if bad.any() and (~bad).any() else float("nan")}
     if mis is not None:
         t_old = auto_threshold(real, mis)
-        t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
         out["old"] = prf(real < t_old, bad) | {"threshold": round(t_old, 4), "estimated_share": round(misaligned_share(real, mis), 4), "recall_by_kind": recall_by_kind(real < t_old, kinds)}
-        out["new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_new, kinds)}
+        if near_given:
+            t_new, share, est, _ = near_miss_threshold(real, mis, near, max_false_reject)
+            out["new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_new, kinds)}
         if ref is not None and len(ref):
             t_ref, share, est, _ = reference_threshold(real, mis, ref, max_false_reject)
             out["ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_ref, kinds)}
@@ -247,7 +249,8 @@ def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, ma
     return out
 
 
-def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT, ref: PairScores | None = None) -> dict:
+def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT,
+                    ref: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """OLD vs NEW vs REF calibration on the labelled near-miss dev set, with the baselines."""
     src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     bad = np.asarray(table["label"].to_pylist(), dtype=bool)
@@ -258,7 +261,7 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     out = {"pairs": len(table), "misaligned": int(bad.sum()), "true_share": round(float(bad.mean()), 4), "max_false_reject": max_false_reject}
     for name in ("cosine", "margin"):
         out[name] = calibration_figures(scores.real(name), bad, kinds, max_false_reject, scores.misaligned(name), scores.near_miss(name),
-                                        ref.real(name) if ref is not None else None)
+                                        reference_in(x, y, ref)[name] if ref is not None else None)
     rules = cleaning_rules(table)
     base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
     out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
@@ -273,9 +276,8 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     return out
 
 
-def reference_scores(spec: str, enc, seed: int) -> tuple[PairScores | None, int]:
-    """The encoder's known-good reference pairs (its held-out catalogs), scored as a corpus of their own, as
-    the filter does; (None, 0) for an encoder without them."""
+def reference_embeddings(spec: str, enc) -> tuple[tuple[np.ndarray, np.ndarray] | None, int]:
+    """The encoder's known-good reference pairs (its held-out catalogs), embedded; (None, 0) without them."""
     from pathlib import Path
 
     from mtcore.embedding import resolve_encoder
@@ -285,8 +287,13 @@ def reference_scores(spec: str, enc, seed: int) -> tuple[PairScores | None, int]
     if not path.exists():
         return None, 0
     t = read_corpus(path)
-    origins = t["origin"].to_pylist() if "origin" in t.column_names else None
-    return score_pairs(enc.encode(t["src"].to_pylist()), enc.encode(t["tgt"].to_pylist()), origins, FilterConfig().k, seed), len(t)
+    return (enc.encode(t["src"].to_pylist()), enc.encode(t["tgt"].to_pylist())), len(t)
+
+
+def reference_in(x: np.ndarray, y: np.ndarray, ref: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference pairs' scores as rows of the corpus (x, y), as the filter computes them."""
+    cos, margin = reference_scores(x, y, *ref, FilterConfig().k)
+    return {"cosine": cos, "margin": margin}
 
 
 def mix_noise(table: pa.Table, kind: str, share: float, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -315,10 +322,11 @@ def mix_noise(table: pa.Table, kind: str, share: float, seed: int) -> tuple[list
     return [new[i] for i in rows], bad[rows], rows
 
 
-def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, ref: PairScores | None,
-                      shares=(0.0, 0.05, 0.17, 0.4)) -> dict:
+def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, ref: tuple[np.ndarray, np.ndarray] | None,
+                      shares=(0.0, 0.05, 0.17, 0.4), sizes=(1300, 500)) -> dict:
     """Does the threshold follow the noise share? Held-out catalogs with 0–40 % of outdated (fuzzy) or
-    shifted (neighbour) targets; recall and false rejects of every calibration, margin score."""
+    shifted (neighbour) targets; recall and false rejects of every calibration, margin score; the 17 % outdated
+    mix also at `sizes` rows (random subsets; no near-miss column there)."""
     out = {}
     for kind in ("fuzzy", "neighbour"):
         for share in shares:
@@ -327,12 +335,22 @@ def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, 
             tgt, bad, rows = mix_noise(table, kind, share, seed)
             sub = table.take(pa.array(rows))
             src, origins = sub["src"].to_pylist(), sub["origin"].to_pylist()
-            scores = score_pairs(enc.encode(src), enc.encode(tgt), origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
+            x, y = enc.encode(src), enc.encode(tgt)
+            scores = score_pairs(x, y, origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
             kinds = np.where(bad, kind, "ok")
             c = calibration_figures(scores.real("margin"), bad, kinds, max_false_reject, scores.misaligned("margin"),
-                                    scores.near_miss("margin"), ref.real("margin") if ref is not None else None)
+                                    scores.near_miss("margin"), reference_in(x, y, ref)["margin"] if ref is not None else None)
             c["pairs"], c["true_share"] = len(sub), round(float(bad.mean()), 4)
             out[f"{kind}_{int(round(100 * share))}"] = c
+            if kind == "fuzzy" and share == 0.17:  # the margin's scale grows as a corpus shrinks: smaller corpora
+                for size in sizes:
+                    pick = np.sort(np.random.default_rng(seed).choice(len(sub), size, replace=False))
+                    xs, ys, os_ = x[pick], y[pick], [origins[i] for i in pick]
+                    sc = score_pairs(xs, ys, os_, FilterConfig().k, seed)
+                    c = calibration_figures(sc.real("margin"), bad[pick], kinds[pick], max_false_reject, sc.misaligned("margin"),
+                                            None, reference_in(xs, ys, ref)["margin"] if ref is not None else None, near_given=False)
+                    c["pairs"], c["true_share"] = size, round(float(bad[pick].mean()), 4)
+                    out[f"fuzzy_17_n{size}"] = c
     return out
 
 
@@ -507,7 +525,7 @@ def main(argv=None) -> int:
         o = e["ours"][f"p_at_1_{d}"]
         print(f"  {d}: ours {o:.3f}   untrained anchor {a[f'p_at_1_{d}']:.3f}   ratio {o / max(a[f'p_at_1_{d}'], 1e-9):.1f}x")
 
-    ref, n_ref = reference_scores(args.encoder, enc, args.seed)
+    ref, n_ref = reference_embeddings(args.encoder, enc)
     res["reference_pairs"] = n_ref
     print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = fewest errors against {n_ref} known-good "
           f"pairs (the encoder's held-out catalogs; the default), at most {args.max_false_reject:g} of them rejected; "

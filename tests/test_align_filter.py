@@ -267,3 +267,22 @@ def test_an_encoder_with_too_few_reference_pairs_falls_back_to_near_misses(encod
     assert cal["method"].startswith("near_miss (no reference pairs)")
     with pytest.raises(FilterError, match="10 reference pairs; at least 50 are needed"):
         filter_table(corpus_with_misalignments(start=700)[0], FilterConfig(encoder=str(enc), reference=str(enc / "reference.parquet")), use_ray=False)
+
+
+def test_reference_pairs_are_scored_as_rows_of_the_corpus():
+    """A reference pair's margin is the one it would have as one more row of the corpus, whatever the corpus's
+    size (the margin's scale grows as a corpus gets smaller)."""
+    from mtcore.alignment.filter import reference_scores, score_pairs
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 16)).astype(np.float32)
+    y = (x + 0.5 * rng.normal(size=x.shape)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    whole = score_pairs(x, y, None, k=4)
+    cos, margin = reference_scores(x[:-5], y[:-5], x[-5:], y[-5:], k=4)
+    full = [score_pairs(np.vstack([x[:-5], x[i:i + 1]]), np.vstack([y[:-5], y[i:i + 1]]), None, k=4).margin[-1] for i in range(55, 60)]
+    np.testing.assert_allclose(margin, full, rtol=1e-5)
+    np.testing.assert_allclose(cos, whole.cosine[-5:], rtol=1e-5)
+    sampled = reference_scores(x[:-5], y[:-5], x[-5:], y[-5:], k=4, window=20)[1]  # neighbours from 20 of the 55 rows
+    assert sampled.shape == (5,) and np.all(np.isfinite(sampled))

@@ -6,7 +6,7 @@
   bad scores; the good scores are what is left of the corpus's once π·near is taken out.
 - `reference_threshold` ("reference"): the good scores are *measured*, on pairs known to be
   good (the built-in encoder keeps whole held-out catalogs for this, `reference.parquet`),
-  scored the same way as the corpus (a spike-in control, as in assays). Fewest expected
+  scored as if they were rows of the corpus (a spike-in control, as in assays). Fewest expected
   errors against them, rejecting at most `max_false_reject` of them. No noise share and no
   model of the bad pairs is needed.
 """

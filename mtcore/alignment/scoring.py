@@ -54,6 +54,22 @@ def knn_mean_similarity(queries: np.ndarray, keys: np.ndarray, k: int = DEFAULT_
     return out
 
 
+def knn_mean_similarity_with_own(queries: np.ndarray, keys: np.ndarray, own: np.ndarray, k: int = DEFAULT_K,
+                                 chunk: int = 1024) -> np.ndarray:
+    """`knn_mean_similarity` of queries that are not in `keys`, with each query's own partner similarity
+    `own` (Q,) counted among the candidates: the neighbourhood the query would have as one more row
+    of the corpus whose sentences are `keys`."""
+    k = max(1, min(k, len(keys) + 1))
+    keys_t = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
+    out = np.empty(len(queries), dtype=np.float64)
+    for start in range(0, len(queries), chunk):
+        q = torch.from_numpy(np.ascontiguousarray(queries[start : start + chunk], dtype=np.float32))
+        mine = torch.from_numpy(np.ascontiguousarray(own[start : start + chunk], dtype=np.float32))[:, None]
+        sims = torch.cat([q @ keys_t.T, mine], dim=1)  # (chunk, K + 1)
+        out[start : start + len(q)] = sims.topk(k, dim=1).values.mean(dim=1).double().numpy()
+    return out
+
+
 def windowed_knn(x: np.ndarray, y: np.ndarray, k: int = DEFAULT_K, window: int = MARGIN_WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """(x_knn, y_knn): neighbours of each x among the y of its window of rows, and vice versa.
 

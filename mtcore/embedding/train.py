@@ -172,9 +172,9 @@ def split_heldout(table: pa.Table, n: int, seed: int, exclude: set[str] | None =
 
 def split_reference(table: pa.Table, n: int, seed: int) -> tuple[pa.Table, pa.Table]:
     """(train, reference): whole origins (catalogs) drawn at random until about `n` rows (at most a tenth of
-    the table) are held out. Whole catalogs, so that the reference is scored with the same kind of
-    neighbourhood (margin) as a corpus the filter sees; random rows without an `origin` column, or when
-    every origin is too large."""
+    the table) are held out. Whole catalogs: like a user's corpus, the reference then comes from catalogs
+    the encoder never saw, not from neighbours of its training rows. Random rows without an `origin`
+    column, or when every origin is too large."""
     n = min(n, len(table) // 10)
     if n <= 0:
         return table, table.slice(0, 0)
