@@ -286,3 +286,17 @@ def test_reference_pairs_are_scored_as_rows_of_the_corpus():
     np.testing.assert_allclose(cos, whole.cosine[-5:], rtol=1e-5)
     sampled = reference_scores(x[:-5], y[:-5], x[-5:], y[-5:], k=4, window=20)[1]  # neighbours from 20 of the 55 rows
     assert sampled.shape == (5,) and np.all(np.isfinite(sampled))
+
+
+def test_other_reference_pairs_are_another_stage(encoder_dir, tmp_path):
+    """The stage fingerprint covers the reference file's contents, not only its path."""
+    from mtcore.runs import StageError
+
+    src = write_parquet(corpus_with_misalignments(start=700)[0], tmp_path / "in.parquet")
+    ref = _reference(tmp_path)
+    cfg = FilterConfig(encoder=encoder_dir, reference=ref)
+    assert not filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped
+    assert filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped
+    write_parquet(tiny_corpus().slice(620, 80), ref)  # the same path, other pairs
+    with pytest.raises(StageError, match="reference"):
+        filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False)

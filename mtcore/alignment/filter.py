@@ -526,6 +526,8 @@ def filter_corpus(
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():
         inputs["encoder"] = Path(encoder).absolute()
+    if cfg.reference:  # other known-good pairs are another threshold
+        inputs["reference"] = Path(cfg.reference).absolute()
     if cfg.score == "dual_xent":  # a retrained model is another filter
         inputs |= {"nmt_forward": Path(cfg.nmt_forward).absolute(), "nmt_reverse": Path(cfg.nmt_reverse).absolute()}
     stage = Stage(output.absolute(), STAGE, settings=_jsonable(asdict(cfg)), inputs=inputs,
