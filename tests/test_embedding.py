@@ -181,7 +181,7 @@ def test_reference_split_holds_out_whole_catalogs():
     assert len(split_reference(table, 500, seed=0)[1]) <= 120  # at most a tenth of the data
 
 
-def test_a_builtin_encoder_without_reference_pairs_is_trained_again(tmp_path):
+def test_a_builtin_encoder_without_reference_pairs_is_incomplete(tmp_path):
     from mtcore.embedding import _complete
 
     path = tiny_encoder(tmp_path, trained=False).save(tmp_path / "builtin")

@@ -113,8 +113,13 @@ class FilterConfig:
             raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
             raise FilterError(f"max_false_reject must be in (0, 0.5), not {self.max_false_reject!r}")
-        if self.reference and not Path(self.reference).exists():
-            raise FilterError(f"--reference {self.reference}: file not found (known-good pairs to calibrate on)")
+        if self.reference:
+            from mtcore.data.corpus import is_parallel_prefix
+
+            if self.calibration != "reference":
+                raise FilterError(f"--reference is for --calibration reference; with {self.calibration!r} it would be ignored")
+            if not Path(self.reference).exists() and not is_parallel_prefix(Path(self.reference)):
+                raise FilterError(f"--reference {self.reference}: file not found (known-good pairs to calibrate on)")
         if self.threshold != "auto":
             try:
                 self.threshold = float(self.threshold)
@@ -325,7 +330,8 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
                   f"noise share = corpus below it beyond the expected false rejects (a lower bound)")
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
-        out |= {"threshold_random_rule": round(t_random, 6), "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4)}
+        out |= {"threshold_random_rule": round(t_random, 6) if np.isfinite(t_random) else None,
+                "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4)}
     elif cfg.calibration in ("near_miss", "reference") and len(near):
         t, share, est_fr, t_random = near_miss_threshold(real, mis, near, cfg.max_false_reject)
         method = "near_miss (no reference pairs)" if cfg.calibration == "reference" else "near_miss"
@@ -409,8 +415,9 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         x, y = embed_pairs(table, encoder, cfg.batch_size)
     t_enc = time.perf_counter() - t0
     origins = table["origin"].to_pylist() if "origin" in table.column_names else None
-    reference, ref_source = reference_pairs(cfg, spec) if cfg.calibration == "reference" else (None, "")
-    near = cfg.calibration == "near_miss" or (cfg.calibration == "reference" and reference is None)
+    want_reference = cfg.threshold == "auto" and cfg.calibration == "reference"
+    reference, ref_source = reference_pairs(cfg, spec) if want_reference else (None, "")
+    near = cfg.calibration == "near_miss" or (want_reference and reference is None)
 
     def encode(texts: list[str]) -> np.ndarray:  # synthetic targets, reference pairs: in process, one more model load at most
         nonlocal encoder
@@ -421,8 +428,7 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
     pairs = negatives.near_miss_pairs(src, tgt, origins, cfg.seed, cfg.synthetic_rows) if near else None
     scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window, encode=encode, near=pairs)
     if reference is not None:
-        xr, yr = encode(reference["src"].to_pylist()), encode(reference["tgt"].to_pylist())
-        scores.ref_cosine, scores.ref_margin = reference_scores(x, y, xr, yr, cfg.k, cfg.margin_window, cfg.seed)
+        scores.ref_cosine, scores.ref_margin = reference_in_corpus(reference, src, tgt, scores, x, y, encode, cfg)
         scores.ref_source = ref_source
     timing = {"encode_seconds": round(t_enc, 2)}
     if cfg.score == "dual_xent":
@@ -468,13 +474,33 @@ def reference_scores(x: np.ndarray, y: np.ndarray, xr: np.ndarray, yr: np.ndarra
     The margin divides by the mean similarity of a sentence's nearest neighbours, which grows with the
     size and density of the corpus it is searched in (measured: the median margin of the same kind of
     pairs is 1.24 in 3,400 rows and 1.62 in 200); scored in their own neighbourhood, the reference would
-    not be on the corpus's scale. Above `window` rows the neighbours come from a random `window` of the
-    corpus's rows, as the corpus's own do from a window."""
+    not be on the corpus's scale. Above `window` rows the corpus's rows find their neighbours in windows
+    of ceil(n / ceil(n / window)) rows; the reference pairs, in a random sample of that size."""
     cos = cosine(xr, yr)
-    rows = np.sort(np.random.default_rng(seed).choice(len(x), window, replace=False)) if len(x) > window else np.arange(len(x))
+    n = len(x)
+    size = -(-n // max(1, -(-n // window)))  # the corpus's window size (windowed_knn)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size, replace=False)) if n > size else np.arange(n)
     x_knn = knn_mean_similarity_with_own(xr, y[rows], cos, k)
     y_knn = knn_mean_similarity_with_own(yr, x[rows], cos, k)
     return cos, ratio_margin(cos, x_knn, y_knn)
+
+
+def reference_in_corpus(reference: pa.Table, src: list[str], tgt: list[str], scores: PairScores, x: np.ndarray,
+                        y: np.ndarray, encode, cfg: FilterConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The reference pairs' (cosine, margin): a pair that is also a row of the corpus (the main job filters
+    the corpus the built-in encoder's reference came from) has that row's scores, the others are scored
+    by `reference_scores` (counting an exact copy among the neighbours would lower their margin)."""
+    row_of = {(a, b): i for i, (a, b) in reversed(list(enumerate(zip(src, tgt))))}
+    r_src, r_tgt = reference["src"].to_pylist(), reference["tgt"].to_pylist()
+    rows = np.array([row_of.get((a, b), -1) for a, b in zip(r_src, r_tgt)], dtype=np.int64)
+    cos, margin = np.empty(len(rows)), np.empty(len(rows))
+    inside = rows >= 0
+    cos[inside], margin[inside] = scores.cosine[rows[inside]], scores.margin[rows[inside]]
+    out = np.flatnonzero(~inside)
+    if len(out):
+        xr, yr = encode([r_src[i] for i in out]), encode([r_tgt[i] for i in out])
+        cos[out], margin[out] = reference_scores(x, y, xr, yr, cfg.k, cfg.margin_window, cfg.seed)
+    return cos, margin
 
 
 def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]:

@@ -55,6 +55,12 @@ def ensure_builtin() -> Path:
     with open(path.parent / ".builtin.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two first commands at once: one trains, the other waits for it
         if not _complete(path):
+            from mtcore.data.paths import RAW_PARALLEL
+
+            if is_encoder_dir(path) and not RAW_PARALLEL.exists():  # cannot retrain: the old one still works
+                log.warning("the built-in encoder in %s has no reference pairs and %s is missing to train it again: the "
+                            "filter calibrates on near misses", path, RAW_PARALLEL)
+                return path
             if is_encoder_dir(path):
                 log.warning("the built-in encoder in %s predates its held-out reference pairs (the filter's calibration): "
                             "training it again", path)

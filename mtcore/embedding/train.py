@@ -67,7 +67,7 @@ class EncoderTrainConfig:
     group_size: int = 32  # rows of neighbouring messages kept together in a batch (hard negatives)
     fuzzy_negatives: bool = False  # add each row's most word-similar same-catalog message's target as a negative (issue 21; opt-in: measured +0.01 AUC, no gain in recall at 2 % false rejects, 1.2x training time; RESULTS.md)
     heldout: int = 1000  # pairs held out for retrieval P@1
-    reference_pairs: int = 4000  # whole catalogs held out as known-good pairs for the filter's calibration (≤ 1/10 of the data)
+    reference_pairs: int = 4000  # whole catalogs held out as known-good pairs for the filter's calibration (about this many, ≤ 15 % of the data)
     max_pairs: int = 120_000  # cap on training pairs (CPU minutes)
     seed: int = 0
     num_workers: int = 1
@@ -171,8 +171,8 @@ def split_heldout(table: pa.Table, n: int, seed: int, exclude: set[str] | None =
 
 
 def split_reference(table: pa.Table, n: int, seed: int) -> tuple[pa.Table, pa.Table]:
-    """(train, reference): whole origins (catalogs) drawn at random until about `n` rows (at most a tenth of
-    the table) are held out. Whole catalogs: like a user's corpus, the reference then comes from catalogs
+    """(train, reference): whole origins (catalogs) drawn at random until about `n` rows (n at most a tenth
+    of the table; never over 1.5·n) are held out. Whole catalogs: like a user's corpus, the reference then comes from catalogs
     the encoder never saw, not from neighbours of its training rows. Random rows without an `origin`
     column, or when every origin is too large."""
     n = min(n, len(table) // 10)
@@ -189,7 +189,7 @@ def split_reference(table: pa.Table, n: int, seed: int) -> tuple[pa.Table, pa.Ta
         for i in rng.permutation(len(names)):
             if total >= n:
                 break
-            if counts[i] <= max(1, n // 2):  # many catalogs, none dominating
+            if counts[i] <= max(1, n // 2) and total + counts[i] <= n + n // 2:  # many catalogs, none dominating
                 chosen.append(names[i])
                 total += int(counts[i])
         held = np.isin(origins, chosen)
