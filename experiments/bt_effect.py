@@ -1,10 +1,13 @@
-"""Back-translation's effect in a simulated low-resource setting on the embedded data.
+"""Does back-translation help? A simulated low-resource experiment on the embedded data.
 
-    python experiments/bt_effect.py [--share 0.2] [--minutes 5 | --steps N] [--reverse-minutes 5] [--max-mono 6000]
+    python experiments/bt_effect.py [--share 0.1] [--steps 1500] [--seeds 0,1] [--variants real,beam_tagged,...]
 
-Keeps `--share` of the cleaned, aligned pairs as parallel data and uses the Vietnamese side
-of the rest as monolingual text; trains en→vi with the same budget on real only, real + beam
-BT, real + noised BT and real + tagged beam BT; prints test BLEU/chrF (MLflow experiment `bt_effect`).
+Keeps `--share` of the cleaned, aligned pairs as parallel data and uses the Vietnamese side of
+the rest as monolingual text; trains one vi→en reverse model on the parallel share, back-translates
+in each mode, and trains en→vi models to convergence (early stopping on dev BLEU, the same cap and
+patience for every variant) on real only and on real + synthetic pairs, once per seed. Prints test
+BLEU/chrF per variant (mean and spread over seeds, gain over real only); every run is in the MLflow
+experiment `bt_effect`. Interrupted, it resumes from OUTPUT/results.jsonl.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
-from mtcore.backtranslation.experiment import EffectConfig, run_effect
+from mtcore.backtranslation.experiment import VARIANTS, EffectConfig, run_effect
 from mtcore.backtranslation.pipeline import run_backtranslation
 from mtcore.backtranslation import BTConfig
 
@@ -24,16 +27,19 @@ def build_parser() -> argparse.ArgumentParser:
     d = EffectConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--share", type=float, default=d.parallel_share, help="share of real pairs kept parallel (default: %(default)s)")
-    ap.add_argument("--minutes", type=float, default=d.minutes, help="training budget per en→vi model (default: %(default)s)")
-    ap.add_argument("--steps", type=int, default=d.steps, help="a step budget per en→vi model instead of --minutes")
+    ap.add_argument("--steps", type=int, default=d.steps, help="step cap per en→vi model; early stopping usually ends it first (default: %(default)s)")
+    ap.add_argument("--validate-every", type=int, default=d.validate_every, help="steps between dev BLEU validations (default: %(default)s)")
+    ap.add_argument("--patience", type=int, default=d.patience, help="validations without a dev BLEU gain before stopping (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps of every en→vi model (default: %(default)s)")
-    ap.add_argument("--reverse-minutes", type=float, default=d.reverse_minutes)
-    ap.add_argument("--max-mono", type=int, default=d.max_mono)
-    ap.add_argument("--preset", default=d.preset)
+    ap.add_argument("--seeds", default=",".join(map(str, d.seeds)), help="forward-model seeds (default: %(default)s)")
+    ap.add_argument("--reverse-steps", type=int, default=d.reverse_steps, help="step cap of the vi→en model (default: %(default)s)")
+    ap.add_argument("--max-mono", type=int, default=d.max_mono, help="cap on sentences back-translated per mode, 0 = ratio decides")
+    ap.add_argument("--preset", default=d.preset, help="en→vi model preset (default: %(default)s)")
+    ap.add_argument("--reverse-preset", default=d.reverse_preset, help="vi→en model preset (default: %(default)s)")
     ap.add_argument("--test-limit", type=int, default=d.test_limit)
-    ap.add_argument("--reverse-preset", default=d.reverse_preset)
+    ap.add_argument("--dev-limit", type=int, default=d.dev_limit)
     ap.add_argument("--vocab", type=int, default=d.vocab, help="SentencePiece vocabulary of both directions")
-    ap.add_argument("--variants", default=",".join(d.variants), help="comma-separated subset of %(default)s")
+    ap.add_argument("--variants", default=",".join(d.variants), help=f"comma-separated, in the order to run; from {','.join(VARIANTS)}")
     ap.add_argument("--aligned", help="cleaned, aligned real pairs (default: those of the main back-translation job, made if missing)")
     ap.add_argument("--encoder", default=d.encoder)
     ap.add_argument("--dev", default=d.dev_data)
@@ -48,18 +54,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
-        cfg = EffectConfig(parallel_share=args.share, minutes=args.minutes, steps=args.steps, warmup=args.warmup, reverse_minutes=args.reverse_minutes,
-                           max_mono=args.max_mono, preset=args.preset, output=args.output, test_limit=args.test_limit,
-                           reverse_preset=args.reverse_preset, vocab=args.vocab, variants=tuple(args.variants.split(",")),
-                           encoder=args.encoder, dev_data=args.dev, test_data=args.test)
+        cfg = EffectConfig(parallel_share=args.share, steps=args.steps, validate_every=args.validate_every, patience=args.patience,
+                           warmup=args.warmup, seeds=tuple(int(s) for s in args.seeds.split(",")), reverse_steps=args.reverse_steps,
+                           max_mono=args.max_mono, preset=args.preset, reverse_preset=args.reverse_preset, output=args.output,
+                           test_limit=args.test_limit, dev_limit=args.dev_limit, vocab=args.vocab,
+                           variants=tuple(args.variants.split(",")), encoder=args.encoder, dev_data=args.dev, test_data=args.test)
     except ValueError as err:
         ap.error(str(err))
     aligned = args.aligned or str(run_backtranslation(BTConfig()).output / "02_align_filter" / "kept")
-    rows = run_effect(cfg, aligned)
-    print(f"\n{'variant':<16}{'synthetic':>10}{'steps':>7}{'dev BLEU':>10}{'test BLEU':>11}{'test chrF':>11}")
-    for r in rows:
-        print(f"{r['variant']:<16}{r['synthetic_pairs']:>10,}{r['steps']:>7}{r['dev_bleu']:>10.2f}{r['test_bleu']:>11.2f}{r['test_chrf']:>11.2f}")
-    print(f"signature: {rows[0]['signature']}")
+    result = run_effect(cfg, aligned)
+    print(f"\n{'variant':<18}{'seeds':>6}{'synthetic':>10}{'steps':>7}{'dev BLEU':>10}{'test BLEU':>15}{'gain':>8}{'test chrF':>11}")
+    for r in result["summary"]:
+        print(f"{r['variant']:<18}{r['seeds']:>6}{r['synthetic_pairs']:>10,}{r['steps']:>7.0f}{r['dev_bleu']:>10.2f}"
+              f"{r['test_bleu']:>9.2f} ±{r['spread']:<4.2f}{r['gain']:>+8.2f}{r['test_chrf']:>11.2f}")
+    for name, s in result["synthetic"].items():
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in s["rejected_share"].items()) or "none"
+        print(f"synthetic filter, {name}: kept {s['synthetic_pairs']:,}; removed {shares}")
+    print(f"signature: {result['rows'][0]['signature']}")
     return 0
 
 

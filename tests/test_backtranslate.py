@@ -116,22 +116,46 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
         (tmp_path / f"{name}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
     # The tiny reverse model stops at its 40 steps, not on the clock: with 3 seconds (as before) a loaded
     # machine trained it so little that the synthetic filter rejected all of its output (CI, 2026-11-24).
-    args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--reverse-minutes", "1",
-            "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400", "--test-limit", "10",
-            "--variants", "a_real_only,c_noised", "--encoder", str(bt_inputs / "encoder"),
+    args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--validate-every", "2",
+            "--reverse-steps", "40", "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400",
+            "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--variants", "real,noised", "--encoder", str(bt_inputs / "encoder"),
             "--dev", str(tmp_path / "dev.tsv"), "--test", str(tmp_path / "test.tsv"), "--output", str(tmp_path / "effect")]
     assert module.main(args) == 0
-    lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("a_real_only", "c_noised"))}
-    assert set(rows) == {"a_real_only", "c_noised"}
-    assert rows["a_real_only"][1] == "0" and int(rows["c_noised"][1].replace(",", "")) > 0  # synthetic pairs used
-    assert rows["a_real_only"][2] == rows["c_noised"][2] == "4"  # the same step budget
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("real ", "noised ")) and "seed" not in line}
+    assert set(rows) == {"real", "noised"}
+    assert rows["real"][2] == "0" and int(rows["noised"][2].replace(",", "")) > 0  # synthetic pairs used
+    assert rows["real"][7] == "+0.00"  # the gain is measured against real only
+    assert "reverse model (vi→en, tiny): 40 steps" in out
+    assert "synthetic filter, noised: kept" in out
     runs = mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")
     names = {r.info.run_name for r in runs}
-    assert {"bt-effect-a_real_only-tiny-4steps", "bt-effect-c_noised-tiny-4steps"} <= names
+    assert {"bt-effect-real-s0-tiny-4steps", "bt-effect-noised-s0-tiny-4steps"} <= names
     assert all("test/bleu" in r.data.metrics for r in runs if r.info.run_name.startswith("bt-effect-"))
+    finished = [json.loads(line) for line in (tmp_path / "effect" / "results.jsonl").read_text().splitlines()]
+    assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("noised", 0)]
+    assert all(r["steps"] <= 4 for r in finished)
+    # Run again: the finished rows are reused, nothing is trained again.
+    assert module.main(args) == 0
+    assert "real seed 0: done earlier" in capsys.readouterr().out
+    assert len(mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")) == len(runs)
     with pytest.raises(SystemExit):  # an unknown variant is refused before any work
         module.main(args[:-2] + ["--variants", "z_magic"])
+    with pytest.raises(SystemExit):  # and so is a comparison without its baseline
+        module.main(args[:-2] + ["--variants", "noised"])
+
+
+def test_bt_effect_summary_is_mean_spread_and_gain_over_real_only():
+    from mtcore.backtranslation.experiment import summarize
+
+    rows = [{"variant": v, "seed": s, "synthetic_pairs": n, "steps": st, "dev_bleu": d, "test_bleu": b, "test_chrf": c}
+            for v, s, n, st, d, b, c in [("real", 0, 0, 900, 10.0, 12.0, 30.0), ("real", 1, 0, 1100, 11.0, 13.0, 31.0),
+                                         ("beam_tagged", 0, 500, 1500, 12.0, 14.0, 33.0), ("beam_tagged", 1, 500, 1300, 12.0, 15.0, 34.0)]]
+    summary = {r["variant"]: r for r in summarize(rows)}
+    assert summary["real"]["test_bleu"] == 12.5 and summary["real"]["spread"] == 0.5 and summary["real"]["gain"] == 0.0
+    assert summary["beam_tagged"]["test_bleu"] == 14.5 and summary["beam_tagged"]["gain"] == 2.0
+    assert summary["beam_tagged"]["steps"] == 1400 and summary["beam_tagged"]["seeds"] == 2
 
 
 def test_reverse_model_with_a_foreign_vocabulary_is_refused(tmp_path, bt_inputs):

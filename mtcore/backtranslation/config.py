@@ -39,6 +39,7 @@ class BTConfig:
     align_score: str = "margin"  # margin (ratio margin, the better filter here) | cosine
     encoder: str = "builtin"
     reverse_minutes: float = 5.0  # training budget of the reverse model when reverse_model == "train"
+    reverse_steps: int = 0  # a step budget instead (0 = the clock decides): the same model whatever the machine's load
     reverse_preset: str = "mini"  # on 2 CPUs a minutes-long budget buys ~10x more steps of `mini` than of `small`
     reverse_train_limit: int = 0  # first N aligned pairs for the reverse model (0 = all): tests
     reverse_vocab: int = 8000
@@ -56,7 +57,7 @@ class BTConfig:
             raise BTError(f"--mode must be one of {list(MODES)}, not {self.mode!r}")
         if self.ratio <= 0:
             raise BTError(f"--ratio ({self.ratio}) must be positive")
-        for name in ("max_mono", "reverse_train_limit"):
+        for name in ("max_mono", "reverse_train_limit", "reverse_steps"):
             if getattr(self, name) < 0:
                 raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 0")
         for name in ("upsample", "beam", "top_k", "reverse_vocab"):
@@ -83,7 +84,7 @@ class BTConfig:
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
         clean = pick("corpus", "clean_config") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
         align = clean | pick("align_score", "encoder") | code("align", "mtcore.alignment", "mtcore.embedding")
-        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_preset", "reverse_train_limit", "reverse_vocab",
+        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
                                "seed") | code("reverse", "mtcore.nmt")
         select = align | pick("mono", "ratio", "max_mono", "seed")
         translate = reverse | select | pick("mode", "beam", "top_k", "temperature") | code(

@@ -1,52 +1,81 @@
 """Does back-translation help here? A simulated low-resource experiment on the embedded data.
 
-A share of the cleaned, aligned real pairs stays parallel; the Vietnamese side of
-the rest becomes monolingual text. One vi→en model is trained on the parallel
-share and back-translates that text; then English→Vietnamese models are trained
-with the same budget on
-  (a) real only, (b) real + beam BT, (c) real + noised-beam BT, (d) real + tagged beam BT,
-and scored on the test set. Every run lands in the MLflow experiment `bt_effect`.
+The comparison the literature makes (Edunov et al. 2018, Caswell et al. 2019), at CPU scale:
+- a share of the cleaned, aligned real pairs stays parallel; the Vietnamese side of the rest
+  becomes monolingual text (disjoint by construction);
+- one vi→en model is trained on the parallel share (a step budget, early stopping on dev BLEU;
+  its BLEU is reported: a weak reverse model is the usual reason BT fails) and back-translates
+  ratio × |real| of that text in each mode;
+- English→Vietnamese models are trained *to convergence*, not to a budget: the same step cap,
+  validation interval and patience for every variant, early stopping on dev BLEU, so that
+  adding synthetic data cannot look worse only because real pairs were seen less often
+  (real pairs are also upsampled at ratios above 1);
+- every variant is trained with several seeds; the table gives the mean and the spread.
+
+Each finished (variant, seed) is appended to OUTPUT/results.jsonl with the settings it was made
+with, so an interrupted experiment resumes where it stopped. Every run lands in the MLflow
+experiment `bt_effect`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from mtcore.backtranslation.config import BTConfig
+from mtcore.backtranslation.config import BTConfig, settings_hash
 from mtcore.backtranslation.pipeline import run_backtranslation
+from mtcore.config import AUTO_CPU_TRAIN, PRESETS
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import DEV, TEST
 from mtcore.runs import home
 
 EXPERIMENT = "bt_effect"
-VARIANTS = {  # name: (mode, tag) or None for real-only
-    "a_real_only": None,
-    "b_beam": ("beam", False),
-    "c_noised": ("noised", False),
-    "d_beam_tagged": ("beam", True),
+REAL_ONLY = "real"
+
+
+@dataclass(frozen=True)
+class Variant:
+    mode: str | None  # None: real pairs only
+    tag: bool = False  # <bt> before synthetic sources (Caswell et al. 2019)
+    ratio: float = 1.0  # synthetic : real
+    upsample: int = 1  # copies of each real pair, so that a higher ratio does not show real pairs less often
+
+
+VARIANTS: dict[str, Variant] = {
+    REAL_ONLY: Variant(None),
+    "beam": Variant("beam"),
+    "beam_tagged": Variant("beam", tag=True),
+    "sample": Variant("sample"),  # top-k 10, untagged: Edunov et al.'s best at scale
+    "noised": Variant("noised"),  # beam output with word drops, blanks and local swaps
+    "beam_tagged_2to1": Variant("beam", tag=True, ratio=2.0, upsample=2),
+    "sample_2to1": Variant("sample", ratio=2.0, upsample=2),
 }
+# The order in which a run that may be cut short spends its time: the comparison first.
+DEFAULT_VARIANTS = (REAL_ONLY, "beam_tagged", "sample", "noised", "beam", "beam_tagged_2to1", "sample_2to1")
 
 
 @dataclass(frozen=True)
 class EffectConfig:
-    parallel_share: float = 0.2
-    minutes: float = 5.0  # training budget of every forward model, when `steps` is 0
-    steps: int = 0  # a step budget instead: equal work per variant even when the machine's load varies
-    warmup: int = 1000
-    reverse_minutes: float = 5.0
-    max_mono: int = 6000
-    preset: str = "small"
-    output: str = str(home() / "bt_effect")
-    seed: int = 0
-    test_limit: int = 1000
-    variants: tuple[str, ...] = tuple(VARIANTS)
+    parallel_share: float = 0.1
+    steps: int = 1500  # cap per en→vi model; early stopping on dev BLEU usually ends it first
+    validate_every: int = 150
+    patience: int = 4  # validations without a dev BLEU gain before a model is considered converged
+    dev_limit: int = 300
+    warmup: int = AUTO_CPU_TRAIN["warmup"]
+    preset: str = "mini"
+    seeds: tuple[int, ...] = (0, 1)  # forward-model seeds; the split and the reverse model use seed 0
+    reverse_steps: int = 1500
     reverse_preset: str = "mini"
+    max_mono: int = 0  # cap on sentences back-translated per mode (0: ratio × real pairs decides)
+    output: str = str(home() / "bt_effect")
+    test_limit: int = 1000
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
     vocab: int = 8000  # forward and reverse SentencePiece vocabularies
     encoder: str = "builtin"  # sentence encoder of the alignment and synthetic filters
     dev_data: str = str(DEV)
@@ -56,8 +85,25 @@ class EffectConfig:
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown or not self.variants:
             raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, not {list(self.variants)}")
+        if REAL_ONLY not in self.variants:
+            raise ValueError(f"variants must include {REAL_ONLY!r}: every gain is measured against it")
         if not 0 < self.parallel_share < 1:
             raise ValueError(f"parallel_share ({self.parallel_share}) must lie in (0, 1)")
+        if not self.seeds:
+            raise ValueError("at least one seed is needed")
+        for name in ("steps", "validate_every", "reverse_steps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be positive")
+        for name in (self.preset, self.reverse_preset):
+            if name not in PRESETS:
+                raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+
+    def fingerprint(self) -> str:
+        """What a finished row depends on (not which variants or seeds this invocation runs)."""
+        d = dataclasses.asdict(self)
+        for key in ("variants", "seeds", "output"):
+            d.pop(key)
+        return settings_hash(d)
 
 
 def split_low_resource(aligned: pa.Table, share: float, seed: int) -> tuple[pa.Table, pa.Table]:
@@ -70,46 +116,96 @@ def split_low_resource(aligned: pa.Table, share: float, seed: int) -> tuple[pa.T
     return parallel, mono
 
 
-def forward_job(cfg: EffectConfig, name: str, train_data: str) -> TrainingJob:
-    budget = {"max_steps": cfg.steps} if cfg.steps else {"time_budget_min": cfg.minutes}
-    label = f"{cfg.steps}steps" if cfg.steps else f"{cfg.minutes:g}min"
+def forward_job(cfg: EffectConfig, name: str, seed: int, train_data: str) -> TrainingJob:
+    """Every variant's en→vi model: the default job's CPU settings, early stopping on dev BLEU."""
+    train = {**AUTO_CPU_TRAIN, "max_steps": cfg.steps, "warmup": cfg.warmup, "validate_every": cfg.validate_every,
+             "patience": cfg.patience, "dev_limit": cfg.dev_limit, "max_epochs": 1000, "seed": seed}
+    if cfg.preset == "tiny":  # tests: seconds, not minutes
+        train |= {"max_tokens": 512, "max_len": 64, "log_every": 5, "average_every": 2}
     return TrainingJob.from_dict({
-        "job": {"train_data": train_data, "experiment": EXPERIMENT, "run_name": f"bt-effect-{name}-{cfg.preset}-{label}",
+        "job": {"train_data": train_data, "experiment": EXPERIMENT, "run_name": f"bt-effect-{name}-s{seed}-{cfg.preset}-{cfg.steps}steps",
                 "test_limit": cfg.test_limit, "test_beam": 4, "log_model": False, "vocab_size": cfg.vocab,
                 "dev_data": cfg.dev_data, "test_data": cfg.test_data},
-        "model": {"preset": cfg.preset, "pre_norm": True},
-        "train": {**budget, "warmup": cfg.warmup, "lr_scale": 2.0, "max_tokens": 3000,
-                  "validate_every": 500, "dev_limit": 300, "patience": 0, "max_epochs": 100, "seed": cfg.seed},
+        "model": {**PRESETS[cfg.preset], "pre_norm": True},
+        "train": train,
     })
 
 
-def run_effect(cfg: EffectConfig, aligned_path: str) -> list[dict]:
+def read_results(path: Path, fingerprint: str) -> dict[tuple[str, int], dict]:
+    """Rows finished earlier with these settings, by (variant, seed)."""
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {(r["variant"], r["seed"]): r for r in rows if r.get("fingerprint") == fingerprint}
+
+
+def synthetic_rejects(bt) -> dict[str, float]:
+    """Share of the back-translations each synthetic-filter rule removed."""
+    report = next(s for s in bt.stages if s["stage"] == "synthetic_filter")
+    total = max(1, report["input"])
+    return {reason: round(n / total, 4) for reason, n in sorted(report["rejected"].items(), key=lambda kv: -kv[1])}
+
+
+def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
+    """Run (or resume) the experiment; returns {"reverse": …, "synthetic": {mode: …}, "rows": [...], "summary": [...]}."""
     from mtcore.distributed.ray_training import run_training
 
     root = Path(cfg.output)
-    parallel, mono = split_low_resource(read_corpus(aligned_path), cfg.parallel_share, cfg.seed)
+    root.mkdir(parents=True, exist_ok=True)
+    fingerprint = cfg.fingerprint()
+    results_path = root / "results.jsonl"
+    done = read_results(results_path, fingerprint)
+    parallel, mono = split_low_resource(read_corpus(aligned_path), cfg.parallel_share, seed=0)
     parallel_path = write_parquet(parallel, root / "parallel.parquet")
     mono_path = write_parquet(mono, root / "mono.parquet")
-    base = BTConfig(corpus=str(parallel_path), mono=str(mono_path), reverse_minutes=cfg.reverse_minutes,
-                    max_mono=cfg.max_mono, ratio=1.0, seed=cfg.seed, reverse_preset=cfg.reverse_preset,
-                    reverse_vocab=cfg.vocab, encoder=cfg.encoder)
-    # The beam run trains the reverse model; its aligned real pairs are variant (a)'s data.
-    first = run_backtranslation(dataclasses.replace(base, output=str(root / "bt-beam"), mode="beam", tag=False))
-    rows = []
+    base = BTConfig(corpus=str(parallel_path), mono=str(mono_path), reverse_steps=cfg.reverse_steps, max_mono=cfg.max_mono,
+                    reverse_preset=cfg.reverse_preset, reverse_vocab=cfg.vocab, encoder=cfg.encoder, seed=0)
+    # The first BT run trains the reverse model (and cleans and aligns the parallel share: real-only's data);
+    # the other modes reuse that model.
+    first = run_backtranslation(dataclasses.replace(base, output=str(root / "bt-reverse"), mode="beam", tag=False))
+    reverse = next(s for s in first.stages if s["stage"] == "reverse_model")
+    echo(f"reverse model (vi→en, {cfg.reverse_preset}): {reverse.get('steps')} steps, dev BLEU {reverse.get('dev_bleu'):.2f}, "
+         f"test BLEU {reverse.get('test_bleu'):.2f}")
+    real_data = str(root / "bt-reverse" / "02_align_filter" / "kept")
+    synthetic: dict[str, dict] = {}
     for name in cfg.variants:
-        variant = VARIANTS[name]
-        if variant is None:
-            train_data, synthetic = str(root / "bt-beam" / "02_align_filter" / "kept"), 0
-        elif variant == ("beam", False):
-            train_data, synthetic = str(first.augmented), first.stages[-1]["synthetic_rows"]
+        v = VARIANTS[name]
+        if v.mode is None:
+            data, n_synthetic = real_data, 0
         else:
-            mode, tag = variant
-            out = root / f"bt-{mode}{'-tagged' if tag else ''}"
-            bt = run_backtranslation(dataclasses.replace(base, output=str(out), mode=mode, tag=tag, reverse_model=first.reverse_model))
-            train_data, synthetic = str(bt.augmented), bt.stages[-1]["synthetic_rows"]
-        outcome = run_training(forward_job(cfg, name, train_data))
-        rows.append({"variant": name, "synthetic_pairs": synthetic, "steps": outcome.steps,
-                     "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"],
-                     "test_chrf": outcome.test["test/chrf"], "signature": outcome.test["test/bleu_signature"],
-                     "mlflow_run_id": outcome.mlflow_run_id})
-    return rows
+            out = root / f"bt-{v.mode}{'-tagged' if v.tag else ''}-r{v.ratio:g}"
+            bt = run_backtranslation(dataclasses.replace(base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio,
+                                                         upsample=v.upsample, reverse_model=first.reverse_model))
+            data, n_synthetic = str(bt.augmented), bt.stages[-1]["synthetic_rows"]
+            synthetic[name] = {"synthetic_pairs": n_synthetic, "rejected_share": synthetic_rejects(bt)}
+        for seed in cfg.seeds:
+            if (name, seed) in done:
+                echo(f"{name} seed {seed}: done earlier, test BLEU {done[(name, seed)]['test_bleu']:.2f}")
+                continue
+            outcome = run_training(forward_job(cfg, name, seed, data))
+            row = {"variant": name, "seed": seed, "synthetic_pairs": n_synthetic, "steps": outcome.steps,
+                   "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"], "test_chrf": outcome.test["test/chrf"],
+                   "signature": outcome.test["test/bleu_signature"], "mlflow_run_id": outcome.mlflow_run_id,
+                   "minutes": round(outcome.elapsed_s / 60, 2), "fingerprint": fingerprint}
+            with results_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            done[(name, seed)] = row
+            echo(f"{name} seed {seed}: {outcome.steps} steps, dev BLEU {row['dev_bleu']:.2f}, test BLEU {row['test_bleu']:.2f}")
+    rows = [done[(n, s)] for n in cfg.variants for s in cfg.seeds]
+    return {"reverse": reverse, "synthetic": synthetic, "rows": rows, "summary": summarize(rows)}
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per variant: mean and spread (half the range) over seeds, and the gain over real-only's mean."""
+    by_variant: dict[str, list[dict]] = {}
+    for r in rows:
+        by_variant.setdefault(r["variant"], []).append(r)
+    real = np.mean([r["test_bleu"] for r in by_variant.get(REAL_ONLY, [])]) if REAL_ONLY in by_variant else float("nan")
+    out = []
+    for name, rs in by_variant.items():
+        bleu = np.array([r["test_bleu"] for r in rs])
+        out.append({"variant": name, "seeds": len(rs), "synthetic_pairs": rs[0]["synthetic_pairs"],
+                    "steps": float(np.mean([r["steps"] for r in rs])), "dev_bleu": float(np.mean([r["dev_bleu"] for r in rs])),
+                    "test_bleu": float(bleu.mean()), "spread": float((bleu.max() - bleu.min()) / 2),
+                    "test_chrf": float(np.mean([r["test_chrf"] for r in rs])), "gain": float(bleu.mean() - real)})
+    return out

@@ -140,13 +140,14 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     from mtcore.distributed.jobs import TrainingJob
     from mtcore.distributed.ray_training import run_training
 
+    budget = {"max_steps": cfg.reverse_steps} if cfg.reverse_steps else {"time_budget_min": cfg.reverse_minutes}
     job = TrainingJob.from_dict(
         {
             "job": {"train_data": str(aligned), "experiment": EXPERIMENT, "vocab_size": cfg.reverse_vocab,
                     "train_limit": cfg.reverse_train_limit, "test_limit": 500, "test_beam": 4, "log_model": False,
                     "run_name": f"bt-reverse-vi-en-{stage.hash[:8]}"},
             "model": {"preset": cfg.reverse_preset, "src_lang": "vi", "tgt_lang": "en", "pre_norm": True},
-            "train": {"time_budget_min": cfg.reverse_minutes, "warmup": 300, "lr_scale": 2.0, "max_tokens": 1500,
+            "train": {**budget, "warmup": 300, "lr_scale": 2.0, "max_tokens": 1500,
                       "validate_every": 300, "log_every": 25, "dev_limit": 200, "max_epochs": 50, "seed": cfg.seed},
         }
     )

@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-mono", type=int, default=DEFAULTS.max_mono, help="cap on sentences back-translated, 0 = none (default: %(default)s)")
     ap.add_argument("--upsample", type=int, default=DEFAULTS.upsample, help="copies of each real pair (default: %(default)s)")
     ap.add_argument("--reverse-minutes", type=float, default=DEFAULTS.reverse_minutes, help="training budget of the reverse model (default: %(default)s)")
+    ap.add_argument("--reverse-steps", type=int, default=DEFAULTS.reverse_steps, help="a step budget for the reverse model instead of the clock (0 = --reverse-minutes)")
     ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
     ap.add_argument("--reverse-train-limit", type=int, default=0, help="first N aligned pairs for the reverse model (0 = all)")
     ap.add_argument("--encoder", default=DEFAULTS.encoder, help="sentence encoder for alignment scores (default: builtin)")
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = BTConfig(
         corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
-        reverse_minutes=args.reverse_minutes, reverse_preset=args.reverse_preset,
+        reverse_minutes=args.reverse_minutes, reverse_steps=args.reverse_steps, reverse_preset=args.reverse_preset,
         reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
     )
     result = run_backtranslation(cfg)
