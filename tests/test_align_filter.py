@@ -262,6 +262,19 @@ def test_reference_errors(tmp_path):
         FilterConfig(reference=_reference(tmp_path), calibration="random")
 
 
+def test_a_moses_prefix_reference_is_read_as_the_parquet_one(encoder_dir, tmp_path):
+    """`--reference PREFIX` (PREFIX.en + PREFIX.vi, as for --input) calibrates exactly like the same pairs as Parquet."""
+    pairs = tiny_corpus().slice(600, 100)
+    prefix = tmp_path / "ref"
+    for lang, col in (("en", "src"), ("vi", "tgt")):
+        (tmp_path / f"ref.{lang}").write_text("".join(t + "\n" for t in pairs[col].to_pylist()), encoding="utf-8")
+    table = corpus_with_misalignments(10, start=700)[0]
+    cal_text = calibrate(filter_table(table, cfg_text := FilterConfig(encoder=encoder_dir, reference=str(prefix)), use_ray=False)[3], cfg_text)
+    cal_parquet = calibrate(filter_table(table, cfg_pq := FilterConfig(encoder=encoder_dir, reference=_reference(tmp_path)), use_ray=False)[3], cfg_pq)
+    assert cal_text["method"].startswith("reference") and cal_text["reference_pairs"] == 100
+    assert cal_text["threshold"] == pytest.approx(cal_parquet["threshold"])
+
+
 def test_reference_pairs_inside_the_corpus_keep_their_rows_scores(encoder_dir, tmp_path):
     """Filtering the corpus the reference came from (the main job does): a reference pair that is a corpus row
     has exactly that row's scores, not those of a copy beside itself."""

@@ -512,7 +512,7 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
     from mtcore.embedding.encoder import REFERENCE_FILE
 
     path = Path(cfg.reference) if cfg.reference else Path(spec) / REFERENCE_FILE
-    if not path.exists():
+    if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
         log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
         return None, ""
     table = read_corpus(path) if cfg.reference or pq.ParquetFile(path).metadata.num_rows else None  # an encoder's may be empty
