@@ -61,7 +61,7 @@ from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmar
     reference_threshold,
 )
 from mtcore.errors import MtcoreError
-from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, knn_mean_similarity_with_own, ratio_margin, windowed_knn
+from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, knn_mean_similarity, ratio_margin, windowed_knn
 
 log = logging.getLogger(__name__)
 STAGE = "align_filter"
@@ -480,8 +480,8 @@ def reference_scores(x: np.ndarray, y: np.ndarray, xr: np.ndarray, yr: np.ndarra
     n = len(x)
     size = -(-n // max(1, -(-n // window)))  # the corpus's window size (windowed_knn)
     rows = np.sort(np.random.default_rng(seed).choice(n, size, replace=False)) if n > size else np.arange(n)
-    x_knn = knn_mean_similarity_with_own(xr, y[rows], cos, k)
-    y_knn = knn_mean_similarity_with_own(yr, x[rows], cos, k)
+    x_knn = knn_mean_similarity(xr, y[rows], k, own=cos)
+    y_knn = knn_mean_similarity(yr, x[rows], k, own=cos)
     return cos, ratio_margin(cos, x_knn, y_knn)
 
 

@@ -38,34 +38,24 @@ def cosine(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.einsum("nd,nd->n", x, y).astype(np.float64)
 
 
-def knn_mean_similarity(queries: np.ndarray, keys: np.ndarray, k: int = DEFAULT_K, chunk: int = 1024) -> np.ndarray:
+def knn_mean_similarity(queries: np.ndarray, keys: np.ndarray, k: int = DEFAULT_K, chunk: int = 1024,
+                        own: np.ndarray | None = None) -> np.ndarray:
     """Mean cosine of each query to its k most similar keys: (Q, d), (K, d) -> (Q,).
 
-    Brute force in chunks of queries (a (chunk, K) similarity block at a time);
-    k is clipped to the number of keys.
+    Brute force in chunks of queries (a (chunk, K) similarity block at a time); k is clipped to the
+    number of candidates. `own` (Q,): each query's similarity to its own partner, counted among the
+    candidates — the neighbourhood a query that is not in `keys` would have as one more row of the
+    corpus whose sentences are `keys`.
     """
-    k = max(1, min(k, len(keys)))
+    k = max(1, min(k, len(keys) + (own is not None)))
     keys_t = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
     out = np.empty(len(queries), dtype=np.float64)
     for start in range(0, len(queries), chunk):
         q = torch.from_numpy(np.ascontiguousarray(queries[start : start + chunk], dtype=np.float32))
         sims = q @ keys_t.T  # (chunk, K)
-        out[start : start + len(q)] = sims.topk(k, dim=1).values.mean(dim=1).double().numpy()
-    return out
-
-
-def knn_mean_similarity_with_own(queries: np.ndarray, keys: np.ndarray, own: np.ndarray, k: int = DEFAULT_K,
-                                 chunk: int = 1024) -> np.ndarray:
-    """`knn_mean_similarity` of queries that are not in `keys`, with each query's own partner similarity
-    `own` (Q,) counted among the candidates: the neighbourhood the query would have as one more row
-    of the corpus whose sentences are `keys`."""
-    k = max(1, min(k, len(keys) + 1))
-    keys_t = torch.from_numpy(np.ascontiguousarray(keys, dtype=np.float32))
-    out = np.empty(len(queries), dtype=np.float64)
-    for start in range(0, len(queries), chunk):
-        q = torch.from_numpy(np.ascontiguousarray(queries[start : start + chunk], dtype=np.float32))
-        mine = torch.from_numpy(np.ascontiguousarray(own[start : start + chunk], dtype=np.float32))[:, None]
-        sims = torch.cat([q @ keys_t.T, mine], dim=1)  # (chunk, K + 1)
+        if own is not None:
+            mine = torch.from_numpy(np.ascontiguousarray(own[start : start + chunk], dtype=np.float32))[:, None]
+            sims = torch.cat([sims, mine], dim=1)
         out[start : start + len(q)] = sims.topk(k, dim=1).values.mean(dim=1).double().numpy()
     return out
 
