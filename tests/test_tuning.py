@@ -220,7 +220,8 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
     # One trial at a time on both CPUs; the middle one cannot learn (lr_scale 0.001), so ASHA stops it
     # while its Train run would go on to step 200. The third trial needs that run's CPUs: before the
     # fix its placement group outlived it and the third trial waited for it, then failed.
-    monkeypatch.setattr(resources, "UNUSED_GROUP_S", 15)  # the driver's callback: sooner than the default, for the test
+    # Only the dead-controller rule may release it: the fallback (no worker for UNUSED_GROUP_S) is turned off.
+    monkeypatch.setattr(resources, "UNUSED_GROUP_S", 10**6)
     space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0]}}
     tj = tiny_search(toy_corpus, space, ["train.max_steps=200", "train.validate_every=8"], num_samples=1,
                      workers_per_trial=2, register_as="-")
@@ -228,6 +229,38 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
     assert [r.values["train.lr_scale"] for r in out.rows] == [2.0, 0.001, 3.0]
     assert out.rows[1].stopped_early and out.rows[2].status != "FAILED" and out.rows[2].steps > 0, out.rows
     assert not held_worker_groups()
+
+
+def test_a_worker_group_is_orphaned_once_the_actor_that_made_it_dies(ray_local):
+    """What release_callback removes at once: a CPU group whose creating actor (a Train controller) is dead;
+    never a living actor's group, nor one the driver made itself."""
+    import time
+
+    import ray
+    from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+
+    @ray.remote(num_cpus=0)
+    class Controller:
+        def make_group(self) -> str:
+            group = placement_group([{"CPU": 1}])
+            ray.get(group.ready())
+            return group.id.hex()
+
+    job = ray.get_runtime_context().get_job_id()
+    own = placement_group([{"CPU": 1}])
+    ray.get(own.ready())
+    controller = Controller.remote()
+    group = ray.get(controller.make_group.remote())
+    try:
+        assert group not in resources.orphaned_worker_groups(job) and own.id.hex() not in resources.orphaned_worker_groups(job)
+        ray.kill(controller)
+        deadline = time.monotonic() + 30
+        while group not in resources.orphaned_worker_groups(job) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert resources.orphaned_worker_groups(job) == {group}
+    finally:
+        remove_placement_group(own)
+        remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
 
 
 def held_worker_groups() -> list[str]:

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 WORKER_GROUP_START_TIMEOUT_S = 900
 UNUSED_GROUP_S = 60  # a worker group of the search this long without workers belongs to a stopped trial
+CHECK_EVERY_S = 2  # how often release_callback looks for the groups of stopped trials
 STOPPED_TRIAL_KILL_S = 10  # see run_search: how long a stopped trial may take to end before Tune kills it
 TRIAL_DRIVER_RESOURCES = {"CPU": 0, "memory": 256 * 1024**2}  # a trial's driver function waits on its Train run
 
@@ -72,6 +73,27 @@ def unused_worker_groups(job_hex: str) -> set[str]:
             and key.endswith(job_hex) and f"CPU_group_{key[len(prefix):]}" in total and free.get(key, 0) >= amount}
 
 
+def orphaned_worker_groups(job_hex: str) -> set[str]:
+    """Placement groups of this job (hex ids) whose creating actor is dead: the worker groups of Train runs
+    whose controller was killed with its trial. Ray keeps a group until its creator's job *and* actor are
+    both dead, and the search's job lives on. Read from the GCS table directly (no dashboard needed); empty
+    if that table cannot be read, and `release_callback` falls back to `unused_worker_groups`."""
+    try:
+        import ray
+        from ray._private.state import state
+        from ray.core.generated import gcs_pb2
+
+        rows = [gcs_pb2.PlacementGroupTableData.FromString(raw) for raw in state._connect_and_get_accessor().get_placement_group_table()]
+    except Exception as err:  # a private API: if a Ray upgrade moves it, the slower rule still works
+        log.debug("placement group table unreadable (%s): stopped trials' groups go after %s s", err, UNUSED_GROUP_S)
+        return set()
+    created = gcs_pb2.PlacementGroupTableData.CREATED
+    return {row.placement_group_id.hex() for row in rows
+            if row.state == created and row.creator_actor_dead and row.placement_group_id.hex().endswith(job_hex)
+            and not ray.ActorID(row.creator_actor_id).is_nil()  # a driver's own groups have no creator actor
+            and any("CPU" in bundle.unit_resources or "GPU" in bundle.unit_resources for bundle in row.bundles)}
+
+
 def release_callback():
     """A Tune callback that gives back the CPUs of trials ASHA stopped.
 
@@ -79,9 +101,12 @@ def release_callback():
     PlacementGroupCleaner should then remove the workers' placement group, but it asks the State
     API whether the controller is alive, which needs the dashboard (mtcore starts Ray without one):
     it never gets an answer, the group keeps its CPUs, and the next trial waits for them until
-    RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and fails. A live run's group always has its workers
-    placed in it (bar the seconds while they start); one of this job that has had no actor for
-    UNUSED_GROUP_S belongs to a dead run, and is removed."""
+    RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S and fails. So this callback removes, every few seconds,
+    the groups whose creating controller is dead (`orphaned_worker_groups`: seconds after Tune kills
+    the trial, where waiting for an unused group cost every stopped trial a minute of the next one's
+    time). As a fallback, a live run's group always has its workers placed in it (bar the seconds
+    while they start), so one of this job that has had no actor for UNUSED_GROUP_S belongs to a dead
+    run, and is removed."""
     import ray
     from ray.tune import Callback
     from ray.util.placement_group import PlacementGroup, remove_placement_group
@@ -94,15 +119,26 @@ def release_callback():
 
         def on_step_end(self, iteration, trials, **info):
             now = time.monotonic()
-            if now - self.checked < 5:
+            if now - self.checked < CHECK_EVERY_S:
                 return
             self.checked = now
-            unused = unused_worker_groups(self.job_hex)
+            orphaned = orphaned_worker_groups(self.job_hex)
+            for group in orphaned:
+                self.release(group, "its controller is gone")
+            unused = unused_worker_groups(self.job_hex) - orphaned
             self.unused_since = {g: self.unused_since.get(g, now) for g in unused}
             for group, since in list(self.unused_since.items()):
                 if now - since >= UNUSED_GROUP_S:
-                    remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
+                    self.release(group, f"no worker for {UNUSED_GROUP_S} s")
                     del self.unused_since[group]
-                    log.info("released the CPUs of a stopped trial (placement group %s)", group[:8])
+
+        @staticmethod
+        def release(group: str, why: str) -> None:
+            try:
+                remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
+            except Exception as err:  # removed meanwhile (by Train itself): nothing to give back
+                log.debug("placement group %s: %s", group[:8], err)
+                return
+            log.info("released the CPUs of a stopped trial (placement group %s: %s)", group[:8], why)
 
     return ReleaseStoppedTrials()

@@ -80,8 +80,8 @@ def _use_driver_settings(ctx: dict[str, Any]) -> None:
     os.environ["MLFLOW_TRACKING_URI"] = ctx["tracking_uri"]
     os.environ["MTCORE_HOME"] = ctx["runs_dir"]
     # The workers of a trial ASHA has just stopped are released asynchronously (`release_callback`
-    # removes their placement group UNUSED_GROUP_S after they are gone), which is longer than Train's
-    # default 60 s wait for a worker group. The next trial waits instead of failing.
+    # removes their placement group seconds after its controller is gone, UNUSED_GROUP_S at worst),
+    # which can be longer than Train's default 60 s wait for a worker group. The next trial waits instead of failing.
     os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", str(WORKER_GROUP_START_TIMEOUT_S))
 
 
