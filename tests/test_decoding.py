@@ -16,10 +16,11 @@ from mtcore.nmt.decoding import (
     length_penalty,
     max_lengths,
     sample_decode,
+    top_candidates,
 )
 from mtcore.nmt.model import build_model
 from mtcore.nmt.noise import noise_text, noise_words
-from mtcore.nmt.tokenizer import BT_TAG, EOS_ID, PAD_ID, train_tokenizer
+from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, train_tokenizer
 
 torch.set_num_threads(1)
 V = 48
@@ -58,6 +59,25 @@ def test_cached_equals_naive(seed):
         assert [[h for _, h in sent] for sent in cached] == [[h for _, h in sent] for sent in naive]
         for c, n in zip(cached, naive):
             assert [s for s, _ in c] == pytest.approx([s for s, _ in n], abs=1e-4)
+
+
+@pytest.mark.parametrize("vocab", [8000, 400, 401, 48, 11])  # many chunks, few, a prime size (no chunking), tiny
+def test_top_candidates_equal_the_vocabulary_wide_top_k(vocab):
+    """The chunked selection returns exactly what log-softmax + add + top-k over beams × vocabulary returns,
+    with beams at -inf (the first step) and PAD/BOS never chosen."""
+    gen = torch.Generator().manual_seed(vocab)
+    n, k = 7, 5
+    logits = torch.randn(n * k, vocab, generator=gen) * 4
+    logits[:, PAD_ID] += 50.0  # would win if PAD were not excluded
+    scores = torch.randn(n, k, generator=gen) * 3
+    scores[0, 1:] = float("-inf")
+    lp = logits.log_softmax(dim=-1)
+    lp[:, PAD_ID] = lp[:, BOS_ID] = float("-inf")
+    expected = (scores[:, :, None] + lp.view(n, k, vocab)).view(n, k * vocab).topk(2 * k, dim=1)
+    values, index = top_candidates(logits.clone(), scores, 2 * k)
+    assert torch.equal(index, expected.indices)
+    torch.testing.assert_close(values, expected.values, rtol=0, atol=1e-4)
+    assert not bool(((index % vocab == PAD_ID) | (index % vocab == BOS_ID)).any())
 
 
 def test_outputs_vary_and_respect_the_length_limit():

