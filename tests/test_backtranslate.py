@@ -118,14 +118,16 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     # machine trained it so little that the synthetic filter rejected all of its output (CI, 2026-11-24).
     args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--validate-every", "2",
             "--reverse-steps", "40", "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400",
-            "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--variants", "real,noised", "--encoder", str(bt_inputs / "encoder"),
+            "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--variants", "real,beam,noised", "--encoder", str(bt_inputs / "encoder"),
             "--dev", str(tmp_path / "dev.tsv"), "--test", str(tmp_path / "test.tsv"), "--output", str(tmp_path / "effect")]
     assert module.main(args) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("real ", "noised ")) and "seed" not in line}
-    assert set(rows) == {"real", "noised"}
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("real ", "beam ", "noised ")) and "seed" not in line}
+    assert set(rows) == {"real", "beam", "noised"}
     assert rows["real"][2] == "0" and int(rows["noised"][2].replace(",", "")) > 0  # synthetic pairs used
+    assert int(rows["beam"][2].replace(",", "")) > 0  # the reverse model's own run (beam, untagged) is variant "beam"
+    assert not (tmp_path / "effect" / "bt-beam-r1").exists()
     assert rows["real"][7] == "+0.00"  # the gain is measured against real only
     assert "reverse model (vi→en, tiny): 40 steps" in out
     assert "synthetic filter, noised: kept" in out
@@ -134,7 +136,7 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     assert {"bt-effect-real-s0-tiny-4steps", "bt-effect-noised-s0-tiny-4steps"} <= names
     assert all("test/bleu" in r.data.metrics for r in runs if r.info.run_name.startswith("bt-effect-"))
     finished = [json.loads(line) for line in (tmp_path / "effect" / "results.jsonl").read_text().splitlines()]
-    assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("noised", 0)]
+    assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("beam", 0), ("noised", 0)]
     assert all(r["steps"] <= 4 for r in finished)
     # Run again: the finished rows are reused, nothing is trained again.
     assert module.main(args) == 0

@@ -160,8 +160,8 @@ def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
     mono_path = write_parquet(mono, root / "mono.parquet")
     base = BTConfig(corpus=str(parallel_path), mono=str(mono_path), reverse_steps=cfg.reverse_steps, max_mono=cfg.max_mono,
                     reverse_preset=cfg.reverse_preset, reverse_vocab=cfg.vocab, encoder=cfg.encoder, seed=0)
-    # The first BT run trains the reverse model (and cleans and aligns the parallel share: real-only's data);
-    # the other modes reuse that model.
+    # The first BT run trains the reverse model (and cleans and aligns the parallel share: real-only's data)
+    # and is variant "beam"; the other variants reuse its reverse model.
     first = run_backtranslation(dataclasses.replace(base, output=str(root / "bt-reverse"), mode="beam", tag=False))
     reverse = next(s for s in first.stages if s["stage"] == "reverse_model")
     echo(f"reverse model (vi→en, {cfg.reverse_preset}): {reverse.get('steps')} steps, dev BLEU {reverse.get('dev_bleu'):.2f}, "
@@ -174,8 +174,8 @@ def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
             data, n_synthetic = real_data, 0
         else:
             out = root / f"bt-{v.mode}{'-tagged' if v.tag else ''}-r{v.ratio:g}"
-            bt = run_backtranslation(dataclasses.replace(base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio,
-                                                         upsample=v.upsample, reverse_model=first.reverse_model))
+            bt = first if v == VARIANTS["beam"] else run_backtranslation(dataclasses.replace(
+                base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio, upsample=v.upsample, reverse_model=first.reverse_model))
             data, n_synthetic = str(bt.augmented), bt.stages[-1]["synthetic_rows"]
             synthetic[name] = {"synthetic_pairs": n_synthetic, "rejected_share": synthetic_rejects(bt)}
         for seed in cfg.seeds:
