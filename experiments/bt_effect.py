@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dev", default=d.dev_data)
     ap.add_argument("--test", default=d.test_data)
     ap.add_argument("--output", default=d.output)
+    ap.add_argument("--overwrite", action="store_true", help="redo the back-translation stages (needed after a code change; "
+                    "finished models are reused only when settings, input and code are unchanged)")
     add_common_options(ap)
     return ap
 
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                            warmup=args.warmup, seeds=tuple(int(s) for s in args.seeds.split(",")), reverse_steps=args.reverse_steps,
                            max_mono=args.max_mono, preset=args.preset, reverse_preset=args.reverse_preset, output=args.output,
                            test_limit=args.test_limit, dev_limit=args.dev_limit, vocab=args.vocab,
-                           variants=tuple(args.variants.split(",")), encoder=args.encoder, dev_data=args.dev, test_data=args.test)
+                           variants=tuple(args.variants.split(",")), encoder=args.encoder, dev_data=args.dev, test_data=args.test,
+                           overwrite=args.overwrite)
     except ValueError as err:
         ap.error(str(err))
     aligned = args.aligned or str(run_backtranslation(BTConfig()).output / "02_align_filter" / "kept")

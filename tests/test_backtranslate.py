@@ -117,7 +117,7 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     # The tiny reverse model stops at its 40 steps, not on the clock: with 3 seconds (as before) a loaded
     # machine trained it so little that the synthetic filter rejected all of its output (CI, 2026-11-24).
     args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--validate-every", "2",
-            "--reverse-steps", "40", "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400",
+            "--reverse-steps", "30", "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400",
             "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--variants", "real,beam,noised", "--encoder", str(bt_inputs / "encoder"),
             "--dev", str(tmp_path / "dev.tsv"), "--test", str(tmp_path / "test.tsv"), "--output", str(tmp_path / "effect")]
     assert module.main(args) == 0
@@ -127,13 +127,13 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     assert set(rows) == {"real", "beam", "noised"}
     assert rows["real"][2] == "0" and int(rows["noised"][2].replace(",", "")) > 0  # synthetic pairs used
     assert int(rows["beam"][2].replace(",", "")) > 0  # the reverse model's own run (beam, untagged) is variant "beam"
-    assert not (tmp_path / "effect" / "bt-beam-r1").exists()
+    assert not list((tmp_path / "effect").glob("bt-beam-*"))
     assert rows["real"][7] == "+0.00"  # the gain is measured against real only
-    assert "reverse model (vi→en, tiny): 40 steps" in out
+    assert "reverse model (vi→en, tiny): 30 steps" in out  # --reverse-steps, not the tiny preset's 40
     assert "synthetic filter, noised: kept" in out
     runs = mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")
     names = {r.info.run_name for r in runs}
-    assert {"bt-effect-real-s0-tiny-4steps", "bt-effect-noised-s0-tiny-4steps"} <= names
+    assert {n.rsplit("-", 1)[0] for n in names} >= {"bt-effect-real-s0-tiny", "bt-effect-noised-s0-tiny"}
     assert all("test/bleu" in r.data.metrics for r in runs if r.info.run_name.startswith("bt-effect-"))
     finished = [json.loads(line) for line in (tmp_path / "effect" / "results.jsonl").read_text().splitlines()]
     assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("beam", 0), ("noised", 0)]
@@ -142,6 +142,15 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     assert module.main(args) == 0
     assert "real seed 0: done earlier" in capsys.readouterr().out
     assert len(mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")) == len(runs)
+    # Other settings are another experiment: nothing is reused, and the runs get other names.
+    with (tmp_path / "effect" / "results.jsonl").open("a") as f:
+        f.write('{"variant": "real", "se')  # a row cut by a kill does not stop the next run
+    other = list(args)
+    other[other.index("--validate-every") + 1], other[other.index("--variants") + 1] = "4", "real"
+    assert module.main(other) == 0
+    assert "done earlier" not in capsys.readouterr().out
+    assert len(mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")) == len(runs) + 1
+    assert module.main(other) == 0 and "real seed 0: done earlier" in capsys.readouterr().out  # its row survived the cut line
     with pytest.raises(SystemExit):  # an unknown variant is refused before any work
         module.main(args[:-2] + ["--variants", "z_magic"])
     with pytest.raises(SystemExit):  # and so is a comparison without its baseline

@@ -3,7 +3,7 @@
 The comparison the literature makes (Edunov et al. 2018, Caswell et al. 2019), at CPU scale:
 - a share of the cleaned, aligned real pairs stays parallel; the Vietnamese side of the rest
   becomes monolingual text (disjoint by construction);
-- one vi→en model is trained on the parallel share (a step budget, early stopping on dev BLEU;
+- one vi→en model is trained on the parallel share (a step budget; its best checkpoint by dev BLEU;
   its BLEU is reported: a weak reverse model is the usual reason BT fails) and back-translates
   ratio × |real| of that text in each mode;
 - English→Vietnamese models are trained *to convergence*, not to a budget: the same step cap,
@@ -12,15 +12,17 @@ The comparison the literature makes (Edunov et al. 2018, Caswell et al. 2019), a
   (real pairs are also upsampled at ratios above 1);
 - every variant is trained with several seeds; the table gives the mean and the spread.
 
-Each finished (variant, seed) is appended to OUTPUT/results.jsonl with the settings it was made
-with, so an interrupted experiment resumes where it stopped. Every run lands in the MLflow
-experiment `bt_effect`.
+Each finished (variant, seed) is appended to OUTPUT/results.jsonl with what it was made from (the
+settings, the input's contents, the training and decoding code, the variant and its training data's
+contents), so an interrupted experiment resumes where it stopped and a changed one starts afresh.
+Every run lands in the MLflow experiment `bt_effect`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +35,9 @@ from mtcore.config import AUTO_CPU_TRAIN, PRESETS
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import DEV, TEST
-from mtcore.runs import home
+from mtcore.runs import code_version, content_hash, home
+
+log = logging.getLogger(__name__)
 
 EXPERIMENT = "bt_effect"
 REAL_ONLY = "real"
@@ -75,6 +79,7 @@ class EffectConfig:
     max_mono: int = 0  # cap on sentences back-translated per mode (0: ratio × real pairs decides)
     output: str = str(home() / "bt_effect")
     test_limit: int = 1000
+    overwrite: bool = False  # redo the back-translation stages (after a code change they refuse to be reused)
     variants: tuple[str, ...] = DEFAULT_VARIANTS
     vocab: int = 8000  # forward and reverse SentencePiece vocabularies
     encoder: str = "builtin"  # sentence encoder of the alignment and synthetic filters
@@ -91,19 +96,27 @@ class EffectConfig:
             raise ValueError(f"parallel_share ({self.parallel_share}) must lie in (0, 1)")
         if not self.seeds:
             raise ValueError("at least one seed is needed")
-        for name in ("steps", "validate_every", "reverse_steps"):
+        for name in ("seeds", "variants"):
+            if len(set(getattr(self, name))) != len(getattr(self, name)):
+                raise ValueError(f"{name} {list(getattr(self, name))} repeat an entry")
+        for name in ("steps", "validate_every", "reverse_steps", "warmup"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} ({getattr(self, name)}) must be positive")
+        for name in ("patience", "dev_limit", "test_limit", "max_mono"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 0")
         for name in (self.preset, self.reverse_preset):
             if name not in PRESETS:
                 raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
 
-    def fingerprint(self) -> str:
-        """What a finished row depends on (not which variants or seeds this invocation runs)."""
+    def fingerprint(self, aligned_path: str) -> str:
+        """What every finished row depends on: the settings (not which variants or seeds this invocation
+        runs), the input's contents and the code that trains and decodes."""
         d = dataclasses.asdict(self)
-        for key in ("variants", "seeds", "output"):
+        for key in ("variants", "seeds", "output", "overwrite"):
             d.pop(key)
-        return settings_hash(d)
+        return settings_hash({"settings": d, "aligned": content_hash(aligned_path),
+                              "code": code_version("mtcore.nmt", "mtcore.distributed", "mtcore.backtranslation")})
 
 
 def split_low_resource(aligned: pa.Table, share: float, seed: int) -> tuple[pa.Table, pa.Table]:
@@ -116,27 +129,49 @@ def split_low_resource(aligned: pa.Table, share: float, seed: int) -> tuple[pa.T
     return parallel, mono
 
 
-def forward_job(cfg: EffectConfig, name: str, seed: int, train_data: str) -> TrainingJob:
-    """Every variant's en→vi model: the default job's CPU settings, early stopping on dev BLEU."""
+def forward_job(cfg: EffectConfig, name: str, seed: int, train_data: str, key: str) -> TrainingJob:
+    """Every variant's en→vi model: the default job's CPU settings, early stopping on dev BLEU. `key`
+    (the experiment's fingerprint) names the run, so that other settings are another run."""
     train = {**AUTO_CPU_TRAIN, "max_steps": cfg.steps, "warmup": cfg.warmup, "validate_every": cfg.validate_every,
              "patience": cfg.patience, "dev_limit": cfg.dev_limit, "max_epochs": 1000, "seed": seed}
     if cfg.preset == "tiny":  # tests: seconds, not minutes
         train |= {"max_tokens": 512, "max_len": 64, "log_every": 5, "average_every": 2}
     return TrainingJob.from_dict({
-        "job": {"train_data": train_data, "experiment": EXPERIMENT, "run_name": f"bt-effect-{name}-s{seed}-{cfg.preset}-{cfg.steps}steps",
+        "job": {"train_data": train_data, "experiment": EXPERIMENT, "run_name": f"bt-effect-{name}-s{seed}-{cfg.preset}-{key[:8]}",
                 "test_limit": cfg.test_limit, "test_beam": 4, "log_model": False, "vocab_size": cfg.vocab,
                 "dev_data": cfg.dev_data, "test_data": cfg.test_data},
-        "model": {**PRESETS[cfg.preset], "pre_norm": True},
+        "model": {"preset": cfg.preset, "pre_norm": True},
         "train": train,
     })
 
 
 def read_results(path: Path, fingerprint: str) -> dict[tuple[str, int], dict]:
-    """Rows finished earlier with these settings, by (variant, seed)."""
+    """Rows finished earlier with this fingerprint, by (variant, seed); a line cut by a kill is skipped."""
     if not path.exists():
         return {}
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {(r["variant"], r["seed"]): r for r in rows if r.get("fingerprint") == fingerprint}
+    rows, other = {}, 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            log.warning("%s:%d: not a complete JSON row (cut by an interruption?); skipped", path, number)
+            continue
+        if row is None:
+            continue
+        if row.get("fingerprint") == fingerprint:
+            rows[(row["variant"], row["seed"])] = row
+        else:
+            other += 1
+    if other:
+        log.warning("%s: %d earlier rows were made with other settings, input or code; not reused", path, other)
+    return rows
+
+
+def append_row(path: Path, row: dict) -> None:
+    """One JSON line; a line left unfinished by an interruption is ended first, not glued to this one."""
+    cut = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
+    with path.open("a", encoding="utf-8") as f:
+        f.write(("\n" if cut else "") + json.dumps(row) + "\n")
 
 
 def synthetic_rejects(bt) -> dict[str, float]:
@@ -152,20 +187,21 @@ def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
 
     root = Path(cfg.output)
     root.mkdir(parents=True, exist_ok=True)
-    fingerprint = cfg.fingerprint()
+    fingerprint = cfg.fingerprint(aligned_path)
     results_path = root / "results.jsonl"
     done = read_results(results_path, fingerprint)
     parallel, mono = split_low_resource(read_corpus(aligned_path), cfg.parallel_share, seed=0)
     parallel_path = write_parquet(parallel, root / "parallel.parquet")
     mono_path = write_parquet(mono, root / "mono.parquet")
     base = BTConfig(corpus=str(parallel_path), mono=str(mono_path), reverse_steps=cfg.reverse_steps, max_mono=cfg.max_mono,
-                    reverse_preset=cfg.reverse_preset, reverse_vocab=cfg.vocab, encoder=cfg.encoder, seed=0)
+                    reverse_preset=cfg.reverse_preset, reverse_vocab=cfg.vocab, encoder=cfg.encoder, seed=0,
+                    overwrite=cfg.overwrite)
     # The first BT run trains the reverse model (and cleans and aligns the parallel share: real-only's data)
     # and is variant "beam"; the other variants reuse its reverse model.
     first = run_backtranslation(dataclasses.replace(base, output=str(root / "bt-reverse"), mode="beam", tag=False))
     reverse = next(s for s in first.stages if s["stage"] == "reverse_model")
-    echo(f"reverse model (vi→en, {cfg.reverse_preset}): {reverse.get('steps')} steps, dev BLEU {reverse.get('dev_bleu'):.2f}, "
-         f"test BLEU {reverse.get('test_bleu'):.2f}")
+    echo(f"reverse model (vi→en, {cfg.reverse_preset}): {reverse['steps']} steps, dev BLEU {reverse['dev_bleu']:.2f}, "
+         f"test BLEU {reverse['test_bleu']:.2f}")
     real_data = str(root / "bt-reverse" / "02_align_filter" / "kept")
     synthetic: dict[str, dict] = {}
     for name in cfg.variants:
@@ -173,22 +209,22 @@ def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
         if v.mode is None:
             data, n_synthetic = real_data, 0
         else:
-            out = root / f"bt-{v.mode}{'-tagged' if v.tag else ''}-r{v.ratio:g}"
+            out = root / f"bt-{v.mode}{'-tagged' if v.tag else ''}-r{v.ratio:g}-u{v.upsample}"
             bt = first if v == VARIANTS["beam"] else run_backtranslation(dataclasses.replace(
                 base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio, upsample=v.upsample, reverse_model=first.reverse_model))
             data, n_synthetic = str(bt.augmented), bt.stages[-1]["synthetic_rows"]
             synthetic[name] = {"synthetic_pairs": n_synthetic, "rejected_share": synthetic_rejects(bt)}
+        made_from = {"variant": dataclasses.asdict(v), "data": content_hash(data)}
         for seed in cfg.seeds:
-            if (name, seed) in done:
+            if (name, seed) in done and done[(name, seed)].get("made_from") == made_from:
                 echo(f"{name} seed {seed}: done earlier, test BLEU {done[(name, seed)]['test_bleu']:.2f}")
                 continue
-            outcome = run_training(forward_job(cfg, name, seed, data))
+            outcome = run_training(forward_job(cfg, name, seed, data, fingerprint))
             row = {"variant": name, "seed": seed, "synthetic_pairs": n_synthetic, "steps": outcome.steps,
                    "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"], "test_chrf": outcome.test["test/chrf"],
                    "signature": outcome.test["test/bleu_signature"], "mlflow_run_id": outcome.mlflow_run_id,
-                   "minutes": round(outcome.elapsed_s / 60, 2), "fingerprint": fingerprint}
-            with results_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+                   "minutes": round(outcome.elapsed_s / 60, 2), "fingerprint": fingerprint, "made_from": made_from}
+            append_row(results_path, row)
             done[(name, seed)] = row
             echo(f"{name} seed {seed}: {outcome.steps} steps, dev BLEU {row['dev_bleu']:.2f}, test BLEU {row['test_bleu']:.2f}")
     rows = [done[(n, s)] for n in cfg.variants for s in cfg.seeds]
@@ -200,7 +236,7 @@ def summarize(rows: list[dict]) -> list[dict]:
     by_variant: dict[str, list[dict]] = {}
     for r in rows:
         by_variant.setdefault(r["variant"], []).append(r)
-    real = np.mean([r["test_bleu"] for r in by_variant.get(REAL_ONLY, [])]) if REAL_ONLY in by_variant else float("nan")
+    real = np.mean([r["test_bleu"] for r in by_variant[REAL_ONLY]]) if REAL_ONLY in by_variant else float("nan")
     out = []
     for name, rs in by_variant.items():
         bleu = np.array([r["test_bleu"] for r in rs])

@@ -153,7 +153,8 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     )
     if cfg.reverse_preset == "tiny":  # tests: seconds, not minutes
         job = job.with_overrides(["train.max_tokens=512", "train.warmup=50", "train.validate_every=20", "train.log_every=5",
-                                  "train.max_steps=40", "train.max_len=64", "train.dev_limit=20", "job.test_limit=20"])
+                                  f"train.max_steps={cfg.reverse_steps or 40}", "train.max_len=64", "train.dev_limit=20",
+                                  "job.test_limit=20"])
     outcome = run_training(job, parent_run_id=parent_run_id)
     import shutil
 

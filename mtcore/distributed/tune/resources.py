@@ -84,14 +84,14 @@ def orphaned_worker_groups(job_hex: str) -> set[str]:
         from ray.core.generated import gcs_pb2
 
         rows = [gcs_pb2.PlacementGroupTableData.FromString(raw) for raw in state._connect_and_get_accessor().get_placement_group_table()]
-    except Exception as err:  # a private API: if a Ray upgrade moves it, the slower rule still works
+        created = gcs_pb2.PlacementGroupTableData.CREATED
+        return {row.placement_group_id.hex() for row in rows
+                if row.state == created and row.creator_actor_dead and row.placement_group_id.hex().endswith(job_hex)
+                and not ray.ActorID(row.creator_actor_id).is_nil()  # a driver's own groups have no creator actor
+                and any("CPU" in bundle.unit_resources or "GPU" in bundle.unit_resources for bundle in row.bundles)}
+    except Exception as err:  # a private API: if a Ray upgrade moves or reshapes it, the slower rule still works
         log.debug("placement group table unreadable (%s): stopped trials' groups go after %s s", err, UNUSED_GROUP_S)
         return set()
-    created = gcs_pb2.PlacementGroupTableData.CREATED
-    return {row.placement_group_id.hex() for row in rows
-            if row.state == created and row.creator_actor_dead and row.placement_group_id.hex().endswith(job_hex)
-            and not ray.ActorID(row.creator_actor_id).is_nil()  # a driver's own groups have no creator actor
-            and any("CPU" in bundle.unit_resources or "GPU" in bundle.unit_resources for bundle in row.bundles)}
 
 
 def release_callback():
