@@ -4,8 +4,8 @@
 
 Keeps `--share` of the cleaned, aligned pairs as parallel data and uses the Vietnamese side of
 the rest as monolingual text; trains one vi→en reverse model on the parallel share, back-translates
-in each mode, and trains en→vi models to convergence (early stopping on dev BLEU, the same cap and
-patience for every variant) on real only and on real + synthetic pairs, once per seed. Prints test
+in each mode, and trains en→vi models to convergence (early stopping and checkpoint choice on dev loss,
+the same cap and patience for every variant) on real only and on real + synthetic pairs, once per seed. Prints test
 BLEU/chrF per variant (mean and spread over seeds, gain over real only); every run is in the MLflow
 experiment `bt_effect`. Interrupted, it resumes from OUTPUT/results.jsonl.
 """
@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--share", type=float, default=d.parallel_share, help="share of real pairs kept parallel (default: %(default)s)")
     ap.add_argument("--steps", type=int, default=d.steps, help="step cap per en→vi model; early stopping usually ends it first (default: %(default)s)")
     ap.add_argument("--validate-every", type=int, default=d.validate_every, help="steps between dev BLEU validations (default: %(default)s)")
-    ap.add_argument("--patience", type=int, default=d.patience, help="validations without a dev BLEU gain before stopping (default: %(default)s)")
+    ap.add_argument("--patience", type=int, default=d.patience, help="validations without a gain before stopping (default: %(default)s)")
+    ap.add_argument("--best-metric", choices=("loss", "bleu"), default=d.best_metric,
+                    help="dev metric that stops training and picks the checkpoint (default: %(default)s)")
     ap.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps of every en→vi model (default: %(default)s)")
     ap.add_argument("--seeds", default=",".join(map(str, d.seeds)), help="forward-model seeds (default: %(default)s)")
     ap.add_argument("--reverse-steps", type=int, default=d.reverse_steps, help="step cap of the vi→en model (default: %(default)s)")
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = EffectConfig(parallel_share=args.share, steps=args.steps, validate_every=args.validate_every, patience=args.patience,
+                           best_metric=args.best_metric,
                            warmup=args.warmup, seeds=tuple(int(s) for s in args.seeds.split(",")), reverse_steps=args.reverse_steps,
                            max_mono=args.max_mono, preset=args.preset, reverse_preset=args.reverse_preset, output=args.output,
                            test_limit=args.test_limit, dev_limit=args.dev_limit, vocab=args.vocab,

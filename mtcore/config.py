@@ -165,6 +165,9 @@ def _check_preset(name: Any) -> str:
 # --------------------------------------------------------------------------- training
 
 
+BEST_METRICS = {"bleu": ("dev/bleu", "max"), "loss": ("dev/loss", "min")}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run. Optimiser and schedule: §5.3; regularisation: §5.4; decoding: §6.1."""
@@ -180,7 +183,11 @@ class TrainConfig:
     time_budget_min: float = 0.0  # 0 = no limit; checked every step, all ranks stop together
     validate_every: int = 1000  # steps; 0 = at the end of every epoch. The run's last step is always validated
     log_every: int = 50  # steps between on_step calls
-    patience: int = 5  # validations without a dev BLEU gain before stopping; 0 = never stop early
+    patience: int = 5  # validations without a gain in `best_metric` before stopping; 0 = never stop early
+    # What picks the best checkpoint, drives patience and decides whether the average is kept:
+    # "bleu" (dev BLEU on `dev_limit` pairs) or "loss" (dev NLL on every dev pair; fairseq's default
+    # --best-checkpoint-metric). Loss is the steadier signal on a small greedy-decoded dev set.
+    best_metric: str = "bleu"
     seed: int = 0
     max_len: int = 256  # training pairs with a side longer than this (in tokens) are skipped
     dev_limit: int = 500  # dev pairs used for BLEU/chrF at validation (0 = all)
@@ -211,6 +218,17 @@ class TrainConfig:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
         if self.max_len > self.max_tokens:
             raise ConfigError(f"`max_len` ({self.max_len}) must not exceed `max_tokens` ({self.max_tokens})")
+        if self.best_metric not in BEST_METRICS:
+            raise ConfigError(f"`best_metric` ({self.best_metric!r}) must be one of {sorted(BEST_METRICS)}")
+
+    def selection(self) -> tuple[str, str]:
+        """(reported metric, "max" | "min") that `best_metric` names."""
+        return BEST_METRICS[self.best_metric]
+
+    def is_better(self, metrics: dict[str, float], than: dict[str, float]) -> bool:
+        """Whether `metrics` beat `than` on `best_metric`."""
+        key, order = self.selection()
+        return metrics[key] > than[key] if order == "max" else metrics[key] < than[key]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

@@ -96,3 +96,12 @@ def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_di
     client = mlflow.MlflowClient(mlflow_uri)
     history = client.get_metric_history(again.mlflow_run_id, "train/loss")
     assert sorted({m.step for m in history}) == [4, 8, 12, 16]
+
+
+def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):
+    job = tiny_job(toy_corpus, run_name="by-loss").with_overrides(["train.best_metric=loss", "train.validate_every=4"])
+    outcome = ray_training.run_training(job)
+    history = mlflow.MlflowClient(mlflow_uri).get_metric_history(outcome.mlflow_run_id, "dev/loss")
+    chosen = json.loads((outcome.best_checkpoint / "config.json").read_text())
+    assert len(history) == 4 and chosen["metrics"]["dev/loss"] == min(m.value for m in history)
+    assert chosen["train"]["best_metric"] == "loss"

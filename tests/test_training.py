@@ -121,6 +121,47 @@ def test_stop_rules(tokenizer):
     assert one_epoch.steps == math.ceil(n_batches / 2)
 
 
+def expected_stop(reported: list[dict], metric: str, patience: int) -> int | None:
+    """The step patience stops at, replayed from the reported validations (None: it never does)."""
+    key, order = TrainConfig(best_metric=metric).selection()
+    best, bad = None, 0
+    for m in reported:
+        better = best is None or (m[key] > best if order == "max" else m[key] < best)
+        best, bad = (m[key], 0) if better else (best, bad + 1)
+        if bad >= patience:
+            return int(m["step"])
+    return None
+
+
+@pytest.mark.parametrize("metric", ["bleu", "loss"])
+def test_patience_and_the_best_state_follow_best_metric(tokenizer, metric):
+    # Eight steps at a small rate: the greedy output stays empty (BLEU 0) while the loss falls,
+    # so "bleu" stops after the patience and "loss" trains on to the step cap.
+    reported = []
+    cfg = quick(lr_scale=0.05, validate_every=1, patience=2, max_steps=8, best_metric=metric)
+    result = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, on_validation=lambda m, ts: reported.append(m))
+    stop = expected_stop(reported, metric, 2)
+    assert (result.stop_reason, result.steps) == (("patience", stop) if stop else ("max_steps", 8))
+    assert result.steps == (3 if metric == "bleu" else 8)
+    assert result.state.best_loss == min(m["dev/loss"] for m in reported)
+    assert result.best_bleu == max(m["dev/bleu"] for m in reported)
+
+
+def test_best_metric_is_checked():
+    from mtcore.config import ConfigError
+
+    with pytest.raises(ConfigError, match="best_metric"):
+        TrainConfig(best_metric="chrf")
+    assert TrainConfig(best_metric="loss").is_better({"dev/loss": 2.0}, {"dev/loss": 2.5})
+    assert not TrainConfig().is_better({"dev/bleu": 20.0}, {"dev/bleu": 20.0})  # a tie is no gain
+
+
+def test_checkpoint_averaging_on_loss_keeps_the_mean_when_its_dev_loss_is_lower(tokenizer):
+    cfg = quick(max_steps=150, average_last=2, average_every=75, validate_every=10**6, dev_limit=64, best_metric="loss")
+    info = fit(cfg, TINY, PAIRS, PAIRS, tokenizer).averaged
+    assert info["kept"] is (info["dev_loss"] < info["last_dev_loss"])
+
+
 @pytest.mark.parametrize("steps, keep, every, lr_scale, kept", [
     (150, 2, 75, 0.5, True),  # near convergence: the mean of steps 75 and 150 translates the toy set better
     (200, 2, 100, 2.0, False),  # at a rate too high to converge the mean of steps 100 and 200 is worse: the last weights stay

@@ -303,7 +303,8 @@ def train_worker(config: dict[str, Any]) -> None:
         mlflow_log({"average/dev_bleu": avg["dev_bleu"], "average/snapshots": len(avg["steps"]),
                     "average/kept": float(avg["kept"])}, result.steps)
         progress.write(f"average of steps {avg['steps'][0]}–{avg['steps'][-1]} ({len(avg['steps'])} snapshots): dev BLEU "
-                       f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f} for the last weights; "
+                       f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f}, dev loss {avg['dev_loss']:.3f} vs "
+                       f"{avg['last_dev_loss']:.3f} for the last weights; "
                        f"{'kept' if avg['kept'] else 'not kept'}")
 
 
@@ -355,6 +356,7 @@ def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    key, order = job.run.train.selection()
     return TorchTrainer(
         train_worker,
         train_loop_config={"job_config": job.to_dict(), "inputs": inputs.__dict__},
@@ -365,9 +367,9 @@ def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu
             storage_path=inputs.storage_path,
             failure_config=FailureConfig(max_failures=job.job.max_failures),
             callbacks=callbacks or None,  # e.g. Tune's report callback, so rank-0 metrics reach the trial
-            # The best by dev BLEU and (always) the latest are kept.
+            # The best by `train.best_metric` and (always) the latest are kept.
             checkpoint_config=CheckpointConfig(
-                num_to_keep=2, checkpoint_score_attribute="dev/bleu", checkpoint_score_order="max"
+                num_to_keep=2, checkpoint_score_attribute=key, checkpoint_score_order=order
             ),
         ),
     )
@@ -404,7 +406,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     if result.error is not None:
         _mark_failed(inputs)
         raise JobError(f"training run '{inputs.run_name}' failed: {result.error}") from result.error
-    best_ckpt, best_metrics = max(result.best_checkpoints or [], key=lambda cm: cm[1].get("dev/bleu", -1.0), default=(result.checkpoint, result.metrics))
+    best_ckpt, best_metrics = best_checkpoint(result, job.run.train)
     if best_ckpt is None:
         raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
     best_dir = _publish_best(Path(best_ckpt.path), Path(inputs.storage_path) / inputs.run_name / "best")
@@ -413,6 +415,16 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
     )
+
+
+def best_checkpoint(result, train_cfg) -> tuple[Any, dict[str, Any]]:
+    """(checkpoint, its metrics): the best kept one by `train.best_metric`, else the latest."""
+    key, order = train_cfg.selection()
+    scored = [(c, m) for c, m in (result.best_checkpoints or []) if key in m]
+    if not scored:
+        return result.checkpoint, result.metrics
+    pick = max if order == "max" else min
+    return pick(scored, key=lambda cm: cm[1][key])
 
 
 def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:

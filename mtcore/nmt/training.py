@@ -25,7 +25,7 @@ number per rank), validation is sharded and gathered, and every stop decision
   sacreBLEU signatures and sample translations of that validation. With `train.average_last`
   the run ends with one more validation, of the mean of its last weight snapshots
   (mtcore/nmt/averaging.py); it is reported (metrics with `averaged`: the number of snapshots)
-  and kept as the model only if its dev BLEU beats the last weights'.
+  and kept as the model only if it beats the last weights on `train.best_metric` (dev BLEU or dev loss).
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ class TrainState:
     epoch: int = 0  # epochs completed
     groups_done: int = 0  # optimiser updates done within the current epoch
     best_bleu: float = -1.0
-    bad_validations: int = 0  # validations since the best dev BLEU
+    best_loss: float = math.inf
+    bad_validations: int = 0  # validations since the best `train.best_metric`
     last_validation: dict[str, Any] = field(default_factory=dict)  # signatures, samples
 
     def to_dict(self, include_model: bool = True) -> dict[str, Any]:
@@ -185,6 +186,7 @@ class TrainState:
             "epoch": self.epoch,
             "groups_done": self.groups_done,
             "best_bleu": self.best_bleu,
+            "best_loss": self.best_loss,
             "bad_validations": self.bad_validations,
         }
         if include_model:
@@ -200,6 +202,14 @@ class TrainState:
         self.scheduler.load_state_dict(d["scheduler"])
         for key in ("step", "epoch", "groups_done", "best_bleu", "bad_validations"):
             setattr(self, key, d[key])
+        self.best_loss = d.get("best_loss", math.inf)  # absent in checkpoints written before best_metric
+
+    def best(self) -> dict[str, float]:
+        return {"dev/bleu": self.best_bleu, "dev/loss": self.best_loss}
+
+    def record(self, metrics: dict[str, float]) -> None:
+        self.best_bleu = max(self.best_bleu, metrics["dev/bleu"])
+        self.best_loss = min(self.best_loss, metrics["dev/loss"])
 
 
 @dataclass
@@ -213,7 +223,7 @@ class TrainResult:
     best_bleu: float
     last_metrics: dict[str, float]  # the last validation
     skipped_pairs: int  # training pairs over max_len
-    averaged: dict[str, Any] = field(default_factory=dict)  # train.average_last: snapshot steps, dev BLEU, kept
+    averaged: dict[str, Any] = field(default_factory=dict)  # train.average_last: snapshot steps, dev BLEU/loss, kept
 
 
 # --------------------------------------------------------------------------- validation
@@ -293,7 +303,7 @@ def fit(
     state: dict[str, Any] | None = None,
     time_budget_s: float | None = None,
 ) -> TrainResult:
-    """Train until max_steps, max_epochs, patience on dev BLEU or the time budget; see the module doc.
+    """Train until max_steps, max_epochs, patience on `best_metric` or the time budget; see the module doc.
 
     `train_pairs`/`dev_pairs` are (source, target) texts in the model's direction
     (`oriented_pairs` swaps corpus columns). `state` is `TrainState.to_dict()` of an earlier
@@ -347,10 +357,8 @@ def fit(
         nonlocal last_metrics, last_validated
         metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
         last_validated = ts.step
-        if metrics["dev/bleu"] > ts.best_bleu:
-            ts.best_bleu, ts.bad_validations = metrics["dev/bleu"], 0
-        else:
-            ts.bad_validations += 1
+        ts.bad_validations = 0 if train_cfg.is_better(metrics, ts.best()) else ts.bad_validations + 1
+        ts.record(metrics)
         ts.last_validation = extras
         last_metrics = {**metrics, "step": ts.step, "epoch": ts.epoch}
         if on_validation is not None:
@@ -367,11 +375,13 @@ def fit(
         model.load_state_dict(snapshots.mean())
         metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
         averaged.update(steps=snapshots.steps(), dev_bleu=metrics["dev/bleu"], last_dev_bleu=last_metrics["dev/bleu"],
-                        kept=metrics["dev/bleu"] > last_metrics["dev/bleu"])
+                        dev_loss=metrics["dev/loss"], last_dev_loss=last_metrics["dev/loss"],
+                        kept=train_cfg.is_better(metrics, last_metrics))
         if not averaged["kept"]:
             model.load_state_dict(final_weights)
             return
-        ts.best_bleu, ts.last_validation = max(ts.best_bleu, metrics["dev/bleu"]), extras
+        ts.record(metrics)
+        ts.last_validation = extras
         last_metrics = {**metrics, "step": ts.step, "epoch": ts.epoch, "averaged": float(len(averaged["steps"]))}
         if on_validation is not None:
             on_validation(dict(last_metrics), ts)
