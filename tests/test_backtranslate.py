@@ -71,6 +71,17 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     with pytest.raises(BTError, match="holds a different run's artifacts"):
         run_backtranslation(config(bt_inputs, out, mode="beam", tag=False))
 
+    # The same run untagged, told where the tagged one is: everything up to the translations is used in place.
+    untagged = run_backtranslation(config(bt_inputs, tmp_path / "bt-untagged", mode="noised", tag=False, reuse_from=str(out)))
+    shared = ["clean", "align_filter", "reverse_model", "select_mono", "backtranslate"]
+    assert untagged.reused == shared and untagged.reverse_model == result.reverse_model
+    by_name = {s["stage"]: s for s in untagged.stages}
+    assert all(by_name[n]["reused_from"].startswith(str(out)) for n in shared)
+    assert sorted(p.name for p in (tmp_path / "bt-untagged").glob("0*")) == ["06_synthetic_filter", "07_assemble"]
+    table = pq.read_table(untagged.augmented)
+    synthetic = table.filter(table["synthetic"])
+    assert len(synthetic) > 0 and not any(BT_TAG in s for s in synthetic["src"].to_pylist())
+
 
 def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt_inputs):
     """A corpus cut in place is another input; two outputs named alike keep two MLflow runs."""
@@ -118,43 +129,58 @@ def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys
     # machine trained it so little that the synthetic filter rejected all of its output (CI, 2026-11-24).
     args = ["--aligned", str(bt_inputs / "corpus.parquet"), "--share", "0.8", "--steps", "4", "--validate-every", "2",
             "--reverse-steps", "30", "--max-mono", "40", "--preset", "tiny", "--reverse-preset", "tiny", "--vocab", "400",
-            "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--variants", "real,beam,noised", "--encoder", str(bt_inputs / "encoder"),
+            "--test-limit", "10", "--dev-limit", "10", "--seeds", "0", "--best-metric", "bleu", "--variants", "real,beam_tagged", "--encoder", str(bt_inputs / "encoder"),
             "--dev", str(tmp_path / "dev.tsv"), "--test", str(tmp_path / "test.tsv"), "--output", str(tmp_path / "effect")]
     assert module.main(args) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("real ", "beam ", "noised ")) and "seed" not in line}
-    assert set(rows) == {"real", "beam", "noised"}
-    assert rows["real"][2] == "0" and int(rows["noised"][2].replace(",", "")) > 0  # synthetic pairs used
-    assert int(rows["beam"][2].replace(",", "")) > 0  # the reverse model's own run (beam, untagged) is variant "beam"
-    assert not list((tmp_path / "effect").glob("bt-beam-*"))
+    rows = {line.split()[0]: line.split() for line in lines if line.startswith(("real ", "beam_tagged ")) and "seed" not in line}
+    assert set(rows) == {"real", "beam_tagged"}
+    assert rows["real"][2] == "0" and int(rows["beam_tagged"][2].replace(",", "")) > 0  # synthetic pairs used
+    # The tagged variant takes the reverse model and the beam translations of the first (untagged) run.
+    tagged = json.loads(next((tmp_path / "effect").glob("bt-beam-tagged-*/report.json")).read_text())
+    assert set(tagged["reused_stages"]) == {"clean", "align_filter", "reverse_model", "select_mono", "backtranslate"}
     assert rows["real"][7] == "+0.00"  # the gain is measured against real only
     assert "reverse model (vi→en, tiny): 30 steps" in out  # --reverse-steps, not the tiny preset's 40
-    assert "synthetic filter, noised: kept" in out
+    assert "synthetic filter, beam_tagged: kept" in out
     runs = mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")
     names = {r.info.run_name for r in runs}
-    assert {n.rsplit("-", 1)[0] for n in names} >= {"bt-effect-real-s0-tiny", "bt-effect-noised-s0-tiny"}
-    assert all("test/bleu" in r.data.metrics for r in runs if r.info.run_name.startswith("bt-effect-"))
+    assert {n.rsplit("-", 1)[0] for n in names} >= {"bt-effect-real-s0-tiny", "bt-effect-beam_tagged-s0-tiny"}
+    forward = [r for r in runs if r.info.run_name.startswith("bt-effect-")]
+    assert forward and all("test/bleu" in r.data.metrics and r.data.params["train.best_metric"] == "bleu" for r in forward)
     finished = [json.loads(line) for line in (tmp_path / "effect" / "results.jsonl").read_text().splitlines()]
-    assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("beam", 0), ("noised", 0)]
+    assert [(r["variant"], r["seed"]) for r in finished] == [("real", 0), ("beam_tagged", 0)]
     assert all(r["steps"] <= 4 for r in finished)
     # Run again: the finished rows are reused, nothing is trained again.
     assert module.main(args) == 0
     assert "real seed 0: done earlier" in capsys.readouterr().out
     assert len(mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")) == len(runs)
-    # Other settings are another experiment: nothing is reused, and the runs get other names.
-    with (tmp_path / "effect" / "results.jsonl").open("a") as f:
-        f.write('{"variant": "real", "se')  # a row cut by a kill does not stop the next run
-    other = list(args)
-    other[other.index("--validate-every") + 1], other[other.index("--variants") + 1] = "4", "real"
-    assert module.main(other) == 0
-    assert "done earlier" not in capsys.readouterr().out
-    assert len(mlflow.search_runs(experiment_names=["bt_effect"], output_format="list")) == len(runs) + 1
-    assert module.main(other) == 0 and "real seed 0: done earlier" in capsys.readouterr().out  # its row survived the cut line
     with pytest.raises(SystemExit):  # an unknown variant is refused before any work
         module.main(args[:-2] + ["--variants", "z_magic"])
     with pytest.raises(SystemExit):  # and so is a comparison without its baseline
         module.main(args[:-2] + ["--variants", "noised"])
+
+
+def test_bt_effect_resumes_only_rows_of_the_same_settings_input_and_code(tmp_path, bt_inputs):
+    from mtcore.backtranslation.experiment import EffectConfig, append_row, forward_job, read_results
+
+    aligned = str(bt_inputs / "corpus.parquet")
+    cfg = EffectConfig(preset="tiny")
+    key = cfg.fingerprint(aligned)
+    assert EffectConfig(preset="tiny", seeds=(3,), variants=("real",)).fingerprint(aligned) == key  # what runs, not how
+    other = EffectConfig(preset="tiny", best_metric="bleu").fingerprint(aligned)
+    assert other != key and EffectConfig(preset="tiny", validate_every=7).fingerprint(aligned) != key
+    assert key[:8] in forward_job(cfg, "real", 0, aligned, key).job.run_name  # other settings: other MLflow runs
+    assert other[:8] in forward_job(cfg, "real", 0, aligned, other).job.run_name
+
+    path = tmp_path / "results.jsonl"
+    append_row(path, {"variant": "real", "seed": 0, "fingerprint": key})
+    append_row(path, {"variant": "real", "seed": 1, "fingerprint": other})
+    with path.open("a") as f:
+        f.write('{"variant": "beam", "se')  # a row cut by a kill
+    append_row(path, {"variant": "beam", "seed": 0, "fingerprint": key})  # ends the cut line first
+    assert sorted(read_results(path, key)) == [("beam", 0), ("real", 0)]
+    assert sorted(read_results(path, other)) == [("real", 1)]
 
 
 def test_bt_effect_summary_is_mean_spread_and_gain_over_real_only():

@@ -44,6 +44,9 @@ class BTConfig:
     reverse_train_limit: int = 0  # first N aligned pairs for the reverse model (0 = all): tests
     reverse_vocab: int = 8000
     overwrite: bool = False
+    # Another run's output directory: its finished stages whose settings equal this run's are used in
+    # place (not copied), e.g. a tagged run takes an untagged run's reverse model and translations.
+    reuse_from: str = ""
 
     def decode(self):
         """How the reverse model decodes: beam search, or top-k sampling in `sample` mode."""

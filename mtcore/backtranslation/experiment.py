@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,9 +176,9 @@ def read_results(path: Path, fingerprint: str) -> dict[tuple[str, int], dict]:
 
 def append_row(path: Path, row: dict) -> None:
     """One JSON line; a line left unfinished by an interruption is ended first, not glued to this one."""
-    cut = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
-    with path.open("a", encoding="utf-8") as f:
-        f.write(("\n" if cut else "") + json.dumps(row) + "\n")
+    with path.open("a+b") as f:  # appends go to the end whatever the position; reading the last byte needs one
+        cut = f.seek(0, os.SEEK_END) > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
+        f.write((("\n" if cut else "") + json.dumps(row) + "\n").encode("utf-8"))
 
 
 def synthetic_rejects(bt) -> dict[str, float]:
@@ -217,7 +218,7 @@ def run_effect(cfg: EffectConfig, aligned_path: str, echo=print) -> dict:
         else:
             out = root / f"bt-{v.mode}{'-tagged' if v.tag else ''}-r{v.ratio:g}-u{v.upsample}"
             bt = first if v == VARIANTS["beam"] else run_backtranslation(dataclasses.replace(
-                base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio, upsample=v.upsample, reverse_model=first.reverse_model))
+                base, output=str(out), mode=v.mode, tag=v.tag, ratio=v.ratio, upsample=v.upsample, reuse_from=str(first.output)))
             data, n_synthetic = str(bt.augmented), bt.stages[-1]["synthetic_rows"]
             synthetic[name] = {"synthetic_pairs": n_synthetic, "rejected_share": synthetic_rejects(bt)}
         made_from = {"variant": dataclasses.asdict(v), "data": content_hash(data)}

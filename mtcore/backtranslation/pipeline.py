@@ -294,11 +294,19 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     run_id = tracked.run_id if tracked is not None else None
     reused, reports = [], {}
 
+    donors = {n: StageDir(Path(cfg.reuse_from), s.path.name, settings[n]) for n, s in stages.items()} if cfg.reuse_from else {}
+
     def run(name, fn, *args):
         stage = stages[name]
         if stage.done:
             reused.append(name)
             reports[name] = stage.report()
+        elif name in donors and donors[name].done and not stage.path.exists():
+            donor = donors[name]
+            log.info("stage %s: reusing %s (same settings)", name, donor.path)
+            reused.append(name)
+            reports[name] = {**donor.report(), "reused_from": str(donor.path)}
+            return donor.path
         else:
             log.info("stage %s", name)
             reports[name] = fn(cfg, stage, *args)

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
+    ap.add_argument("--reuse-from", default="", metavar="DIR",
+                    help="another run's --output: its finished stages made with the same settings are used in place")
     ap.add_argument("--format", choices=FORMATS, default="parquet", help="also write the augmented set as OUTPUT/augmented.tsv "
                     "(tsv) or OUTPUT/augmented.en + OUTPUT/augmented.vi (txt) (default: Parquet only)")
     add_common_options(ap)
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
         reverse_minutes=args.reverse_minutes, reverse_steps=args.reverse_steps, reverse_preset=args.reverse_preset,
         reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
+        reuse_from=args.reuse_from,
     )
     result = run_backtranslation(cfg)
     print(stage_table(result))
