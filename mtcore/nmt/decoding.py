@@ -87,10 +87,14 @@ class _NaiveStepper:
             self.reorder(source_rows)
 
 
+def _never_generated(scores: torch.Tensor) -> torch.Tensor:
+    """-inf in the PAD and BOS columns of (rows, V) `scores`, in place: neither is ever generated."""
+    scores[:, PAD_ID] = scores[:, BOS_ID] = float("-inf")
+    return scores
+
+
 def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
-    lp = logits.float().log_softmax(dim=-1)
-    lp[:, PAD_ID] = lp[:, BOS_ID] = float("-inf")  # never generated
-    return lp
+    return _never_generated(logits.float().log_softmax(dim=-1))
 
 
 def _chunk_size(vocab: int) -> int:
@@ -115,7 +119,7 @@ def top_candidates(logits: torch.Tensor, scores: torch.Tensor, count: int) -> tu
     vocab = logits.size(-1)
     logits = logits.float().contiguous()  # the naive stepper gives a strided slice
     offset = scores - logits.logsumexp(dim=-1).view(n, k)  # (n, k)
-    logits[:, PAD_ID] = logits[:, BOS_ID] = float("-inf")
+    _never_generated(logits)
     c = _chunk_size(vocab)
     m = vocab // c  # chunks per beam
     chunk_best = logits.view(n, k, m, c).amax(dim=-1) + offset[:, :, None]  # (n, k, m)
