@@ -109,6 +109,8 @@ def test_bad_inputs_fail_before_work(tmp_path, bt_inputs):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o2").__dict__, "mono": str(empty)}))
     with pytest.raises(BTError, match="--reverse-model .*directory not found"):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o3").__dict__, "reverse_model": str(tmp_path / "nope")}))
+    with pytest.raises(BTError, match="--reuse-from: .*nope holds no back-translation run"):
+        run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o4").__dict__, "reuse_from": str(tmp_path / "nope")}))
     with pytest.raises(BTError, match="--mode must be one of"):
         BTConfig(mode="greedy")
 

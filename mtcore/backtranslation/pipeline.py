@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
-from mtcore.backtranslation.stages import StageDir, check_output
+from mtcore.backtranslation.stages import MARKER, StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.runs import write_data_pointer
 from mtcore.data.ledger import StageReport, rejects_table, write_report
@@ -281,6 +281,8 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         from mtcore.cleaning import load_config
 
         load_config(cfg.clean_config)  # its errors now, not after the first stage
+    if cfg.reuse_from and not any(Path(cfg.reuse_from).glob(f"*/{MARKER}")):
+        raise BTError(f"--reuse-from: {cfg.reuse_from} holds no back-translation run (no finished stage)")
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)
