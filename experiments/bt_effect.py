@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--share", type=float, default=d.parallel_share, help="share of real pairs kept parallel (default: %(default)s)")
     ap.add_argument("--steps", type=int, default=d.steps, help="step cap per en→vi model; early stopping usually ends it first (default: %(default)s)")
-    ap.add_argument("--validate-every", type=int, default=d.validate_every, help="steps between dev BLEU validations (default: %(default)s)")
+    ap.add_argument("--validate-every", type=int, default=d.validate_every, help="steps between validations (default: %(default)s)")
     ap.add_argument("--patience", type=int, default=d.patience, help="validations without a gain before stopping (default: %(default)s)")
     ap.add_argument("--best-metric", choices=("loss", "bleu"), default=d.best_metric,
                     help="dev metric that stops training and picks the checkpoint (default: %(default)s)")

@@ -187,6 +187,7 @@ class TrainConfig:
     # What picks the best checkpoint, drives patience and decides whether the average is kept:
     # "bleu" (dev BLEU on `dev_limit` pairs) or "loss" (dev NLL on every dev pair; fairseq's default
     # --best-checkpoint-metric). Loss is the steadier signal on a small greedy-decoded dev set.
+    # NaN (a diverged run) never counts as better.
     best_metric: str = "bleu"
     seed: int = 0
     max_len: int = 256  # training pairs with a side longer than this (in tokens) are skipped
@@ -197,7 +198,7 @@ class TrainConfig:
     max_len_b: int = 10
     bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
     # Checkpoint averaging: the mean of the last `average_last` weight snapshots, `average_every` steps apart,
-    # is validated at the end and kept when its dev BLEU beats the last weights (0 or 1 = off)
+    # is validated at the end and kept when it beats the last weights on `best_metric` (0 or 1 = off)
     average_last: int = 0
     average_every: int = 100
 

@@ -71,16 +71,26 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     with pytest.raises(BTError, match="holds a different run's artifacts"):
         run_backtranslation(config(bt_inputs, out, mode="beam", tag=False))
 
-    # The same run untagged, told where the tagged one is: everything up to the translations is used in place.
-    untagged = run_backtranslation(config(bt_inputs, tmp_path / "bt-untagged", mode="noised", tag=False, reuse_from=str(out)))
-    shared = ["clean", "align_filter", "reverse_model", "select_mono", "backtranslate"]
-    assert untagged.reused == shared and untagged.reverse_model == result.reverse_model
-    by_name = {s["stage"]: s for s in untagged.stages}
-    assert all(by_name[n]["reused_from"].startswith(str(out)) for n in shared)
-    assert sorted(p.name for p in (tmp_path / "bt-untagged").glob("0*")) == ["06_synthetic_filter", "07_assemble"]
-    table = pq.read_table(untagged.augmented)
+    # Beam instead of noise, told where the first run is: its stages up to the selected sentences are used in place
+    # (the reverse model included), the translations are made here with its checkpoint.
+    beam_out = tmp_path / "bt-beam"
+    beam = run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out)))
+    shared = ["clean", "align_filter", "reverse_model", "select_mono"]
+    assert beam.reused == shared and beam.reverse_model == result.reverse_model
+    by_name = {s["stage"]: s for s in beam.stages}
+    assert all(Path(by_name[n]["reused_from"]).parent == out for n in shared)
+    assert sorted(p.name for p in beam_out.glob("0*")) == ["05_backtranslate", "06_synthetic_filter", "07_assemble"]
+    assert beam.augmented.is_relative_to(beam_out) and resolve_data(beam_out)[0] == beam.augmented
+    table = pq.read_table(beam.augmented)
     synthetic = table.filter(table["synthetic"])
     assert len(synthetic) > 0 and not any(BT_TAG in s for s in synthetic["src"].to_pylist())
+    assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out))).reused == list(STAGES)
+    # The first run's reverse model changes (a rerun there): what this run made from it is made again.
+    marker = out / "03_reverse_model" / "_stage.json"
+    body = json.loads(marker.read_text())
+    body["report"]["dev_bleu"] = -1.0
+    marker.write_text(json.dumps(body))
+    assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out))).reused == shared
 
 
 def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt_inputs):

@@ -105,3 +105,18 @@ def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, ml
     chosen = json.loads((outcome.best_checkpoint / "config.json").read_text())
     assert len(history) == 4 and chosen["metrics"]["dev/loss"] == min(m.value for m in history)
     assert chosen["train"]["best_metric"] == "loss"
+
+
+def test_best_checkpoint_follows_best_metric_skips_nan_and_prefers_the_later_on_a_tie():
+    from types import SimpleNamespace
+
+    from mtcore.config import TrainConfig
+
+    kept = [("a", {"dev/bleu": 9.0, "dev/loss": float("nan")}), ("b", {"dev/bleu": 12.0, "dev/loss": 3.1}),
+            ("c", {"dev/bleu": 12.0, "dev/loss": 2.9}), ("d", {"dev/bleu": 7.0, "dev/loss": 2.9}), ("e", {"step": 4})]
+    result = SimpleNamespace(best_checkpoints=kept, checkpoint="latest", metrics={"step": 9})
+    assert ray_training.best_checkpoint(result, TrainConfig(best_metric="loss"))[0] == "d"  # not the NaN, the later of 2.9s
+    assert ray_training.best_checkpoint(result, TrainConfig(best_metric="bleu"))[0] == "c"
+    nothing = SimpleNamespace(best_checkpoints=[("a", {"dev/loss": float("nan")})], checkpoint="latest", metrics={"step": 9})
+    assert ray_training.best_checkpoint(nothing, TrainConfig(best_metric="loss")) == ("latest", {"step": 9})
+    assert ray_training.best_checkpoint(SimpleNamespace(best_checkpoints=[], checkpoint=None, metrics={}), TrainConfig())[0] is None

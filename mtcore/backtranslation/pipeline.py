@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ import pyarrow.compute as pc
 
 from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
-from mtcore.backtranslation.stages import MARKER, StageDir, check_output
+from mtcore.backtranslation.stages import MARKER, Donor, StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.runs import write_data_pointer
 from mtcore.data.ledger import StageReport, rejects_table, write_report
@@ -159,7 +160,7 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     import shutil
 
     shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
-    return stage.finish({"stage": "reverse_model", "checkpoint": str(out / "checkpoint"), "trained": True,
+    return stage.finish({"stage": "reverse_model", "checkpoint": str((out / "checkpoint").absolute()), "trained": True,
                          "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"],
                          "bleu_signature": outcome.test["test/bleu_signature"], "mlflow_run_id": outcome.mlflow_run_id,
                          "steps": outcome.steps})
@@ -276,13 +277,17 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     # Everything that can be wrong is checked before the first stage runs.
     checks.output_dir(root)
+    if cfg.reuse_from and not any(Path(cfg.reuse_from).glob(f"*/{MARKER}")):
+        raise BTError(f"--reuse-from: {cfg.reuse_from} holds no back-translation run (no finished stage)")
     check_output(list(stages.values()), cfg.overwrite)
+    # assemble is never borrowed: it is cheap, and OUT/_data.json points at this run's own augmented set
+    donor = Donor(cfg.reuse_from, stages, settings, borrowable=STAGES[:-1])
+    if stale := donor.drop_stale(root, list(stages.values())):
+        log.warning("%s: the stages this run took from another run have changed since; made again: %s", root, stale)
     if cfg.clean_config:
         from mtcore.cleaning import load_config
 
         load_config(cfg.clean_config)  # its errors now, not after the first stage
-    if cfg.reuse_from and not any(Path(cfg.reuse_from).glob(f"*/{MARKER}")):
-        raise BTError(f"--reuse-from: {cfg.reuse_from} holds no back-translation run (no finished stage)")
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)
@@ -296,19 +301,22 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     run_id = tracked.run_id if tracked is not None else None
     reused, reports = [], {}
 
-    donors = {n: StageDir(Path(cfg.reuse_from), s.path.name, settings[n]) for n, s in stages.items()} if cfg.reuse_from else {}
 
     def run(name, fn, *args):
         stage = stages[name]
         if stage.done:
             reused.append(name)
             reports[name] = stage.report()
-        elif name in donors and donors[name].done and not stage.path.exists():
-            donor = donors[name]
-            log.info("stage %s: reusing %s (same settings)", name, donor.path)
+        elif donor.offers(name):
+            if stage.path.exists():  # an unfinished leftover of this run's own
+                shutil.rmtree(stage.path)
+            taken = donor.take(name)
+            log.info("stage %s: using %s (same settings)", name, taken.path)
             reused.append(name)
-            reports[name] = {**donor.report(), "reused_from": str(donor.path)}
-            return donor.path
+            reports[name] = {**taken.report(), "reused_from": str(taken.path)}
+            if name == "reverse_model" and reports[name].get("trained"):  # a path relative to where that run ran
+                reports[name]["checkpoint"] = str(taken.path / "checkpoint")
+            return taken.path
         else:
             log.info("stage %s", name)
             reports[name] = fn(cfg, stage, *args)
@@ -331,6 +339,9 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
                 tracked.end("FAILED")
         raise
 
+    if cfg.reuse_from and not donor.used:
+        log.warning("--reuse-from %s: no stage of it was made with this run's settings; nothing taken", cfg.reuse_from)
+    donor.write_record(root)
     stage_list = [reports[n] for n in STAGES]
     _write_job_report(root, cfg, stage_list, reused)
     write_data_pointer(root, assembled, stages["assemble"].hash, run_id)

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     t = outcome.test
     print(f"run          {outcome.run_name}  (MLflow run {outcome.mlflow_run_id})")
     print(f"workers      {outcome.workers} × {'GPU' if outcome.use_gpu else 'CPU'}, {outcome.steps} steps, {outcome.elapsed_s / 60:.1f} min")
-    print(f"best dev     BLEU {outcome.best_dev_bleu:.2f}  ({outcome.best_checkpoint})")
+    print(f"best ckpt    dev BLEU {outcome.best_dev_bleu:.2f}  ({outcome.best_checkpoint})")
     print(f"test BLEU    {t['test/bleu']:.2f}  {t['test/bleu_signature']}")
     print(f"test chrF    {t['test/chrf']:.2f}  {t['test/chrf_signature']}")
     print("browse       python -m mtcore.ui  (then http://127.0.0.1:5000)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -202,10 +203,13 @@ class ProgressLog:
         self.write(f"step {int(m['step']):>6}  epoch {int(m['epoch'])}  loss {m['train/loss']:.3f}  "
                    f"lr {m['train/lr']:.2e}  {m['train/tokens_per_s']:,.0f} tok/s  {self._clock()}")
 
-    def validation(self, m: dict[str, float], best: float) -> None:
+    def validation(self, m: dict[str, float], best: dict[str, float], best_metric: str = "bleu") -> None:
+        """One line per validation; "(best …)" follows the metric that picks the checkpoint."""
         what = f"average of the last {int(m['averaged'])} snapshots: " if "averaged" in m else ""
-        self.write(f"step {int(m['step']):>6}  {what}dev BLEU {m['dev/bleu']:.2f} (best {best:.2f})  "
-                   f"dev loss {m['dev/loss']:.3f}  {self._clock()}")
+        bleu_best = f" (best {best['dev/bleu']:.2f})" if best_metric == "bleu" else ""
+        loss_best = f" (best {best['dev/loss']:.3f})" if best_metric == "loss" else ""
+        self.write(f"step {int(m['step']):>6}  {what}dev BLEU {m['dev/bleu']:.2f}{bleu_best}  "
+                   f"dev loss {m['dev/loss']:.3f}{loss_best}  {self._clock()}")
 
 
 @contextlib.contextmanager
@@ -275,7 +279,7 @@ def train_worker(config: dict[str, Any]) -> None:
 
     def on_validation(metrics: dict[str, float], ts) -> None:
         mlflow_log(metrics, int(metrics["step"]))
-        progress.validation(metrics, ts.best_bleu)
+        progress.validation(metrics, ts.best(), run_cfg.train.best_metric)
         if rank != 0:
             ray.train.report(metrics)
             return
@@ -300,7 +304,7 @@ def train_worker(config: dict[str, Any]) -> None:
     )
     if result.averaged:  # the outcome either way: the average is a checkpoint only when it won
         avg = result.averaged
-        mlflow_log({"average/dev_bleu": avg["dev_bleu"], "average/snapshots": len(avg["steps"]),
+        mlflow_log({"average/dev_bleu": avg["dev_bleu"], "average/dev_loss": avg["dev_loss"], "average/snapshots": len(avg["steps"]),
                     "average/kept": float(avg["kept"])}, result.steps)
         progress.write(f"average of steps {avg['steps'][0]}–{avg['steps'][-1]} ({len(avg['steps'])} snapshots): dev BLEU "
                        f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f}, dev loss {avg['dev_loss']:.3f} vs "
@@ -418,13 +422,16 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
 
 
 def best_checkpoint(result, train_cfg) -> tuple[Any, dict[str, Any]]:
-    """(checkpoint, its metrics): the best kept one by `train.best_metric`, else the latest."""
+    """(checkpoint, its metrics): the best kept one by `train.best_metric` (a later one on a tie, as Ray keeps
+    them; NaN, from a diverged run, never), else the latest."""
     key, order = train_cfg.selection()
-    scored = [(c, m) for c, m in (result.best_checkpoints or []) if key in m]
-    if not scored:
-        return result.checkpoint, result.metrics
-    pick = max if order == "max" else min
-    return pick(scored, key=lambda cm: cm[1][key])
+    best = None
+    for checkpoint, metrics in result.best_checkpoints or []:
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            if best is None or not train_cfg.is_better(best[1], metrics):
+                best = (checkpoint, metrics)
+    return best if best is not None else (result.checkpoint, result.metrics)
 
 
 def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:
@@ -453,7 +460,7 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
 
 
 def _publish_best(checkpoint: Path, stable: Path) -> Path:
-    """The best checkpoint by dev BLEU, copied to RUN/best: a path that does not change from run to run
+    """The best checkpoint by `train.best_metric`, copied to RUN/best: a path that does not change from run to run
     (Ray's own checkpoint folders are numbered and pruned). Written beside, then swapped in."""
     import shutil
 

@@ -80,7 +80,8 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
             scored = df[df[METRIC].notna()]
             if len(scored):
                 best = float(scored[METRIC].max())
-                # Train keeps the best checkpoint by dev BLEU (and the latest); among equal scores, the one kept.
+                # The trial's checkpoint with the highest dev BLEU that Train still keeps (it keeps the best by
+                # `train.best_metric` and the latest); among equal scores, the later.
                 for _, row in scored.sort_values([METRIC, TIME_ATTR], ascending=False).iterrows():
                     path = row.get("checkpoint_path")
                     if isinstance(path, str) and Path(path).exists():

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from mtcore.errors import MtcoreError
-from mtcore.config import ConfigError, ModelConfig, TrainConfig
+from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig
 from mtcore.distributed.jobs import TrainingJob, apply_early_overrides
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SEARCH = Path(__file__).parent.parent / "default_search.yaml"
 METRIC = "dev/bleu"  # what ASHA and the searchers maximise; reported at each validation
 TIME_ATTR = "step"  # ASHA's clock: the training step of the validation
-RUNG_METRICS = {"dev/bleu": "max", "dev/loss": "min"}  # what ASHA may compare at its rungs
+RUNG_METRICS = dict(BEST_METRICS.values())  # what ASHA may compare at its rungs: the metrics that can pick a checkpoint
 KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
 SCHEDULERS = ("asha", "fifo")
 SEARCHERS = ("random", "optuna")
