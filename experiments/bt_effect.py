@@ -1,6 +1,6 @@
 """Does back-translation help? A simulated low-resource experiment on the embedded data.
 
-    python experiments/bt_effect.py [--share 0.1] [--steps 1500] [--seeds 0,1] [--variants real,beam_tagged,...]
+    python experiments/bt_effect.py [--share 0.1] [--steps 3000] [--seeds 0,1] [--variants real,beam_tagged,...]
 
 Keeps `--share` of the cleaned, aligned pairs as parallel data and uses the Vietnamese side of
 the rest as monolingual text; trains one vi→en reverse model on the parallel share, back-translates
