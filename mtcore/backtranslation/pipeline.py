@@ -157,8 +157,6 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
                                   f"train.max_steps={cfg.reverse_steps or 40}", "train.max_len=64", "train.dev_limit=20",
                                   "job.test_limit=20"])
     outcome = run_training(job, parent_run_id=parent_run_id)
-    import shutil
-
     shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
     return stage.finish({"stage": "reverse_model", "checkpoint": str((out / "checkpoint").absolute()), "trained": True,
                          "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"],
@@ -301,7 +299,6 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     run_id = tracked.run_id if tracked is not None else None
     reused, reports = [], {}
 
-
     def run(name, fn, *args):
         stage = stages[name]
         if stage.done:
@@ -314,7 +311,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
             log.info("stage %s: using %s (same settings)", name, taken.path)
             reused.append(name)
             reports[name] = {**taken.report(), "reused_from": str(taken.path)}
-            if name == "reverse_model" and reports[name].get("trained"):  # a path relative to where that run ran
+            if name == "reverse_model" and reports[name].get("trained"):  # older runs wrote it relative to their cwd
                 reports[name]["checkpoint"] = str(taken.path / "checkpoint")
             return taken.path
         else:
