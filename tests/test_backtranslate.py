@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -102,6 +103,10 @@ def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt
     corpus.write_text("".join(f"{s}\t{t}\n" for s, t in toy_pairs(10)), encoding="utf-8")
     after = cfg.stage_settings()
     assert before["clean"] != after["clean"] and before["select_mono"] != after["select_mono"]
+    moved = tmp_path / "elsewhere" / "real.tsv"  # the same file at another path: the same input
+    moved.parent.mkdir()
+    shutil.copy(corpus, moved)
+    assert BTConfig(**{**cfg.__dict__, "corpus": str(moved)}).stage_settings() == after
     from mtcore.backtranslation.pipeline import _open_run
 
     other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})

@@ -98,6 +98,29 @@ def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_di
     assert sorted({m.step for m in history}) == [4, 8, 12, 16]
 
 
+def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, runs_dir, toy_corpus):
+    """A data job rerun into the same folder: the default run name changes with the data; a named run that
+    exists on other data is refused, naming the data, instead of resuming on a mixture."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    job = tiny_job(toy_corpus)
+    first = ray_training.prepare_inputs(job)
+    assert ray_training.prepare_inputs(job).run_name == first.run_name  # same data: resumes
+    named = tiny_job(toy_corpus, run_name="named")
+    ray_training.prepare_inputs(named)
+    shutil.copy(toy_corpus["train"], runs_dir / "old.parquet")
+    table = pq.read_table(toy_corpus["train"])
+    pq.write_table(table.slice(0, 200), toy_corpus["train"])  # the same path, other contents
+    assert ray_training.prepare_inputs(job).run_name != first.run_name
+    with pytest.raises(ray_training.JobError, match="named' exists with other training data"):
+        ray_training.prepare_inputs(named)
+    with pytest.raises(ray_training.JobError, match="named' exists with other settings"):
+        ray_training.prepare_inputs(tiny_job(toy_corpus, run_name="named", train_data=str(runs_dir / "old.parquet"))
+                                    .with_overrides(["train.max_steps=24"]))
+
+
 def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):
     job = tiny_job(toy_corpus, run_name="by-loss").with_overrides(["train.best_metric=loss", "train.validate_every=4"])
     outcome = ray_training.run_training(job)

@@ -111,6 +111,25 @@ def test_clean_reuses_or_refuses(ray_local, tmp_path):
     assert clean_dataset(tsv, out, overwrite=True).report["input"] == 1
 
 
+def test_clean_counts_held_out_sets_by_contents_not_paths(ray_local, tmp_path):
+    """A moved or second checkout (the embedded dev/test at another path) reuses the cleaned corpus;
+    an edited held-out set makes it again, named."""
+    tsv = tmp_path / "c.tsv"
+    tsv.write_text("Open the file\tMở tập tin\nSave the file\tLưu tập tin\nClose\tĐóng\n", encoding="utf-8")
+    for d in ("checkout-a", "checkout-b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "test.tsv").write_text("Close\tĐóng\n", encoding="utf-8")
+    rules = lambda d: build_config({"rules": [{"TestOverlap": {"paths": [str(tmp_path / d / "test.tsv")]}}]})  # noqa: E731
+    out = tmp_path / "clean"
+    first = clean_dataset(tsv, out, rules("checkout-a"))
+    assert not first.skipped and first.report["kept"] == 2
+    assert clean_dataset(tsv, out, rules("checkout-b")).skipped
+    (tmp_path / "checkout-b" / "test.tsv").write_text("Open the file\tMở tập tin\n", encoding="utf-8")
+    with pytest.raises(StageError, match="input `heldout_0`"):
+        clean_dataset(tsv, out, rules("checkout-b"))
+    assert clean_dataset(tsv, out, rules("checkout-b"), overwrite=True).report["kept"] == 2
+
+
 def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_path, monkeypatch):
     """Not runs/clean (another corpus may sit there); made again, not refused, when its input changes."""
     from mtcore.distributed import ray_training

@@ -78,10 +78,11 @@ class BTConfig:
         from mtcore.runs import code_version, content_hash
 
         d = dataclasses.asdict(self)
-        # Inputs count by their contents, not their paths: a file cut in place is another input.
+        # Inputs count by their contents, not their paths: a file cut in place is another input, and the
+        # same file at another path (a moved or second checkout's embedded data) is the same one.
         for key in ("corpus", "mono", "clean_config", "reverse_model"):
             if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
-                d[key] = {"path": str(d[key]), "content": content_hash(d[key])}
+                d[key] = {"content": content_hash(d[key])}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731

@@ -236,6 +236,20 @@ class CleanResult:
     skipped: bool = False
 
 
+def stage_settings(cfg: CleaningConfig) -> tuple[dict, dict[str, Path]]:
+    """The cleaning stage's settings, and the held-out sets TestOverlap reads as inputs: they count by
+    their contents, not their paths, so that a moved or second checkout reuses its cleaned corpus
+    while an edited dev/test set still makes it again."""
+    settings, heldout = cfg.to_dict(), {}
+    for rule in settings["rules"]:
+        params = rule.get("TestOverlap")
+        if params and params.get("paths"):
+            names = [f"heldout_{len(heldout) + i}" for i in range(len(params["paths"]))]
+            heldout |= {name: Path(p).absolute() for name, p in zip(names, params["paths"])}
+            params["paths"] = [f"input {name}" for name in names]
+    return settings, heldout
+
+
 def outputs_exist(output: Path) -> bool:
     return (output / "report.json").is_file() and (output / "kept").is_dir() and (output / "rejects").is_dir()
 
@@ -273,7 +287,8 @@ def clean_dataset(
     elif not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
         raise CorpusError(f"{input_path}: file not found")
     # Absolute paths: Ray's workers do not share the driver's working directory.
-    stage = Stage(output.absolute(), "clean", settings=cfg.to_dict(), inputs={"corpus": input_path.absolute()},
+    settings, heldout = stage_settings(cfg)
+    stage = Stage(output.absolute(), "clean", settings=settings, inputs={"corpus": input_path.absolute(), **heldout},
                   code=("mtcore.cleaning", "mtcore.data.corpus"))
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)

@@ -139,14 +139,17 @@ class TrainingJob:
         return {"job": self.job.to_dict(), **self.run.to_dict()}
 
 
-    def fingerprint(self) -> str:
-        """Hash of everything that changes what is trained (not where it is logged or tested)."""
+    def fingerprint(self, data_version: str = "") -> str:
+        """Hash of everything that changes what is trained (not where it is logged or tested). `data_version`
+        (the training corpus's content hash, once resolved) makes the same path with other contents another run."""
         keep = {k: v for k, v in self.job.to_dict().items() if k in ("train_data", "train_limit", "vocab_size")}
-        body = json.dumps({"job": keep, **self.run.to_dict()}, sort_keys=True)
+        body = json.dumps({"job": keep, **self.run.to_dict()} | ({"data": data_version} if data_version else {}),
+                          sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
-    def run_name(self) -> str:
-        """What the run is: architecture, shape, the searched knobs and direction; stable for resume."""
+    def run_name(self, data_version: str = "") -> str:
+        """What the run is: architecture, shape, the searched knobs and direction, and a hash of the settings
+        and data (`fingerprint`); stable for resume."""
         if self.job.run_name:
             return self.job.run_name
         m, t = self.run.model, self.run.train
@@ -154,7 +157,7 @@ class TrainingJob:
             shape = f"rnn-{m.rnn_cell}-{m.rnn_attention}-d{m.d_model}-H{m.rnn_hidden or m.d_model}-L{m.layers}"
         else:
             shape = f"{m.arch}-d{m.d_model}-L{m.layers}-h{m.heads}"
-        return f"{shape}-w{t.warmup}-ls{t.label_smoothing:g}-{m.direction}-{self.fingerprint()[:6]}"
+        return f"{shape}-w{t.warmup}-ls{t.label_smoothing:g}-{m.direction}-{self.fingerprint(data_version)[:6]}"
 
 
 def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict], str]:

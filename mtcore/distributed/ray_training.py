@@ -126,7 +126,8 @@ ENTRY_POINTS = {
 }
 
 
-def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None):
+def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None,
+                    data_version: str = ""):
     """The job's MLflow run (a `TrackedRun`): the existing run of that name is continued, so a resumed job
     logs to one run. With `parent_run_id` (a Tune search), the run is that run's child."""
     from mtcore import tracking
@@ -135,7 +136,7 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     entry_point = ENTRY_POINTS.get(job.job.experiment, job.job.experiment)
     model = job.run.model
     tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
-        "mtcore.fingerprint": job.fingerprint()
+        "mtcore.fingerprint": job.fingerprint(data_version)
     }
     if job.job.train_data:  # lineage: the data job that made the corpus, where it was one
         from mtcore.runs import resolve_data
@@ -150,29 +151,33 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
         if not Path(path).exists():
             raise JobError(f"{label}: {path} not found")
+    from mtcore.tracking import data_version
+
     train_data = resolve_train_data(job)
     spm = tokenizer_for(train_data, job)
-    run_name = job.run_name()
+    version = data_version(train_data)  # the same path with other contents (a rerun data job) is another run
+    run_name = job.run_name(version)
     storage = home() / "ray_train"
-    _check_same_settings(storage / run_name, job)
-    run = open_mlflow_run(job, run_name, train_data, parent_run_id)
+    _check_same_settings(storage / run_name, job, version)
+    run = open_mlflow_run(job, run_name, train_data, parent_run_id, version)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
     return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
 
 
-def _check_same_settings(run_dir: Path, job: TrainingJob) -> None:
-    """Resuming a run name with other settings would silently mix two experiments: refuse."""
+def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str) -> None:
+    """Resuming a run name with other settings or other training data would silently mix two experiments: refuse."""
     marker = run_dir / "mtcore-fingerprint.json"
+    now = job.fingerprint(data_version)
     if marker.is_file():
-        old = json.loads(marker.read_text())["fingerprint"]
-        if old != job.fingerprint():
-            raise JobError(
-                f"run '{run_dir.name}' exists with other settings (fingerprint {old} != {job.fingerprint()}); "
-                f"pick another job.run_name or delete {run_dir}"
-            )
+        old = json.loads(marker.read_text())
+        if old["fingerprint"] != now:
+            was = old.get("data_version")
+            what = (f"other training data (data version {was} != {data_version})" if was and was != data_version
+                    else f"other settings (fingerprint {old['fingerprint']} != {now})")
+            raise JobError(f"run '{run_dir.name}' exists with {what}; pick another job.run_name or delete {run_dir}")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"fingerprint": job.fingerprint(), "config": job.to_dict()}, indent=2))
+        marker.write_text(json.dumps({"fingerprint": now, "data_version": data_version, "config": job.to_dict()}, indent=2))
 
 
 # --------------------------------------------------------------------------- worker
