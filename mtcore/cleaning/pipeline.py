@@ -12,7 +12,7 @@ Three steps, the same with or without Ray:
    into kept rows (the input's columns, normalised text) and rejects (`REJECT_SCHEMA`).
 
 `clean_table` runs them in process. `clean_dataset` runs step 1 — all the
-rules — as Ray Data `map_batches` tasks over Parquet blocks (one task per CPU
+rules — as Ray Data `map_batches` tasks over blocks of the corpus, in file order (one task per CPU
 at a time), spilling its output to `OUTPUT/_scored/`; steps 2 and 3 stream that
 on the driver (a few small columns, then Arrow I/O). Both give the same rows.
 """
@@ -274,17 +274,14 @@ def clean_dataset(
     import ray
 
     from mtcore.distributed.cluster import available_cpus, init_ray
-    from mtcore.data.corpus import CorpusError, has_contract_columns, is_parallel_prefix, load_corpus
+    from mtcore.data.corpus import CorpusError, is_parallel_prefix, load_corpus
     from mtcore.runs import Stage
 
     output, input_path = Path(output), Path(input_path)
     checks.at_least("--num-cpus", num_cpus, 1)
     checks.output_dir(output)
     cfg = cfg or load_config()
-    parquet = input_path.suffix == ".parquet" or input_path.is_dir()
-    if parquet:  # schema checked before Ray starts: a missing `src` costs a second, not a cluster start
-        distributed_read = has_contract_columns(input_path)
-    elif not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
+    if not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
         raise CorpusError(f"{input_path}: file not found")
     # Absolute paths: Ray's workers do not share the driver's working directory.
     settings, heldout = stage_settings(cfg)
@@ -293,21 +290,16 @@ def clean_dataset(
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
 
-    # TSV, Moses pair, catalog, Parquet without origin/id: the corpus reader derives them on the driver,
-    # so that its errors come before Ray starts; stored contract Parquet is read by Ray Data in parallel.
-    table = None if parquet and distributed_read else load_corpus(input_path, src_lang=cfg.languages[0],
-                                                                   tgt_lang=cfg.languages[1]).table
+    # Every format is read on the driver (its errors come before Ray starts) and handed to Ray Data as one table,
+    # cut into blocks in file order. Ray Data's own parallel Parquet read passed its blocks on in varying order:
+    # two runs on the embedded corpus wrote the same kept rows in two orders, and the splits and training
+    # batches made from them differed. The scoring, not the read, is the work that needs the CPUs.
+    table = load_corpus(input_path, src_lang=cfg.languages[0], tgt_lang=cfg.languages[1]).table
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
-    if table is None:
-        rows = pads.dataset(str(input_path), format="parquet").count_rows()
-        blocks = max(cpus, math.ceil(rows / rows_per_block))
-        # A single-file corpus is one read task; split it so that every CPU gets blocks.
-        ds = ray.data.read_parquet(str(input_path.absolute()), override_num_blocks=blocks).repartition(blocks)
-    else:
-        rows = len(table)
-        blocks = max(cpus, math.ceil(rows / rows_per_block))
-        ds = ray.data.from_arrow(table).repartition(blocks)
+    rows = len(table)
+    blocks = max(cpus, math.ceil(rows / rows_per_block))
+    ds = ray.data.from_arrow(table).repartition(blocks)
     if rows == 0:
         raise CorpusError(f"{input_path}: corpus is empty")
 
