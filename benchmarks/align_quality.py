@@ -37,7 +37,11 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               (Gale & Church 1993) on the same documents. Goal ≥ 0.90.
               Also: the real Debian New Maintainers' Guide pair (no gold; blocks and time).
 
-    python benchmarks/align_quality.py [--encoder builtin] [--n 1000] [--seed 0] [--json out.json] [--nmt FWD REV]
+              With `--classifier`: the pair classifier (`--score classifier`, mtcore/alignment/classifier.py)
+              on the near-miss set, the noise-share sweep and the planted set, each calibration beside
+              the best threshold in hindsight.
+
+    python benchmarks/align_quality.py [--encoder builtin] [--n 1000] [--seed 0] [--json out.json] [--nmt FWD REV] [--classifier]
 """
 
 from __future__ import annotations
@@ -388,6 +392,54 @@ def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, se
     return out
 
 
+def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.Table, ref: pa.Table | None, seed: int,
+                     max_false_reject: float = MAX_FALSE_REJECT) -> dict:
+    """The pair classifier (`--score classifier`) on the near-miss dev set, the noise-share sweep and the planted
+    set, calibrated as the filter does (its reference pairs scored directly: the logit has no neighbourhood)."""
+    from mtcore.alignment import negatives
+
+    ref_scores = scorer.score(ref["src"].to_pylist(), ref["tgt"].to_pylist()) if ref is not None else None
+
+    def figures(src, tgt, origins, bad, kinds, near_given=True):
+        partner = misaligned_partners(origins, len(src), seed)
+        real = scorer.score(src, tgt)
+        mis = scorer.score(src, [tgt[j] for j in partner])
+        near = None
+        if near_given:
+            pairs = negatives.near_miss_pairs(src, tgt, origins, seed, FilterConfig().synthetic_rows)
+            near = scorer.score([src[i] for i in pairs.rows], pairs.targets)
+        return real, calibration_figures(real, bad, kinds, max_false_reject, mis, near, ref_scores, near_given)
+
+    out = {}
+    src, tgt, origins = nm["src"].to_pylist(), nm["tgt"].to_pylist(), nm["origin"].to_pylist()
+    bad, kinds = np.asarray(nm["label"].to_pylist(), dtype=bool), np.asarray(nm["kind"].to_pylist())
+    t0 = time.perf_counter()
+    real, out["near_miss"] = figures(src, tgt, origins, bad, kinds)
+    out["pairs_per_second"] = round(3 * len(src) / (time.perf_counter() - t0), 1)  # real, random and near-miss pairs
+    rules = cleaning_rules(nm)
+    for which in ("old", "ref"):
+        if which in out["near_miss"]:
+            rej = rules | (real < out["near_miss"][which]["threshold"])
+            out[f"rules_plus_classifier_{which}"] = prf(rej, bad) | {"recall_by_kind": recall_by_kind(rej, kinds)}
+    x, y = enc.encode(src), enc.encode(tgt)
+    margin = score_pairs(x, y, origins, FilterConfig().k, seed).real("margin")
+    out["margin_plus_classifier"] = calibration_figures(standardise(margin, margin) + standardise(real, real), bad, kinds, max_false_reject)
+    out["noise_share"] = {}
+    for kind, share in (("fuzzy", 0.0), ("fuzzy", 0.05), ("fuzzy", 0.17), ("fuzzy", 0.4), ("neighbour", 0.17)):
+        new_tgt, nbad, rows = mix_noise(catalogs, kind, share, seed)
+        sub = catalogs.take(pa.array(rows))
+        _, c = figures(sub["src"].to_pylist(), new_tgt, sub["origin"].to_pylist(), nbad, np.where(nbad, kind, "ok"), near_given=False)
+        c["pairs"], c["true_share"] = len(sub), round(float(nbad.mean()), 4)
+        out["noise_share"][f"{kind}_{int(round(100 * share))}"] = c
+    out["planted"] = {}
+    p_src, p_origins = planted["src"].to_pylist(), planted["origin"].to_pylist()
+    for kind in ("shuffled", "near_miss", "near_miss_hard", "partial"):
+        p_tgt, pbad = inject(planted, kind, 0.1, np.random.default_rng(seed))
+        _, c = figures(p_src, p_tgt, p_origins, pbad, np.where(pbad, kind, "ok"), near_given=False)
+        out["planted"][kind] = c
+    return out
+
+
 # --------------------------------------------------------------------------- documents
 
 
@@ -501,6 +553,43 @@ def bench_maint_guide(enc) -> dict | None:
 # --------------------------------------------------------------------------- main
 
 
+def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
+    from pathlib import Path
+
+    from mtcore.alignment.classifier import ensure_classifier, load_pair_scorer, read_classifier_metrics
+    from mtcore.embedding import resolve_encoder
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    spec = resolve_encoder(args.encoder)
+    trained = read_classifier_metrics(ensure_classifier(spec))
+    scorer = load_pair_scorer(spec)
+    ref_path = Path(spec) / REFERENCE_FILE
+    ref = read_corpus(ref_path) if ref_path.exists() else None
+    planted = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
+    c = bench_classifier(scorer, enc, nm, planted, catalogs, ref, args.seed, args.max_false_reject)
+    c["trained"] = trained
+    print(f"== pair classifier ({trained.get('train_pairs', 0):,} training pairs, {trained.get('train_seconds', 0):.0f} s of training; "
+          f"{c['pairs_per_second']} pairs/s scored)")
+    for name in ("near_miss", "margin_plus_classifier"):
+        r = c[name]
+        print(f"  {name:22s} AUC {r['roc_auc']:.3f}")
+        for which in ("old", "new", "ref", "hindsight"):
+            if which in r:
+                extra = f" est. noise {r[which]['estimated_share']:.3f}" if "estimated_share" in r[which] else ""
+                print(f"    {which:9s} {fmt(r[which])}  t={r[which]['threshold']:.3f}{extra}  recall by kind {r[which]['recall_by_kind']}")
+    for which in ("old", "ref"):
+        k = f"rules_plus_classifier_{which}"
+        if k in c:
+            print(f"  cleaning rules + classifier {which.upper():3s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
+    for k, r in c["noise_share"].items():
+        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "hindsight") if w in r)
+        print(f"  noise {k:13s} {r['pairs']} pairs, {100 * r['true_share']:4.1f} % bad, AUC {r['roc_auc']:.3f}:  {cols}")
+    for k, r in c["planted"].items():
+        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "hindsight") if w in r)
+        print(f"  planted {k:15s} AUC {r['roc_auc']:.3f}  {cols}")
+    return c
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--encoder", default="builtin")
@@ -511,6 +600,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-documents", action="store_true", help="leave out the document-alignment section")
     ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), help="en→vi and vi→en checkpoints: add the dual cross-entropy score")
     ap.add_argument("--only-near-miss", action="store_true", help="the near-miss section only")
+    ap.add_argument("--classifier", action="store_true", help="add the pair classifier (--score classifier; the built-in one is trained on first use)")
     args = ap.parse_args(argv)
     enc = load_encoder(args.encoder)
     table = heldout_pairs(args.n, args.seed)
@@ -565,6 +655,8 @@ def main(argv=None) -> int:
                         r = c[which]
                         extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
                         print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
+        if args.classifier:
+            res["classifier"] = print_classifier(args, enc, nm, dev_catalogs, fmt)
         if args.only_near_miss:
             if args.json:
                 with open(args.json, "w") as fh:

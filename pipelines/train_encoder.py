@@ -2,10 +2,14 @@
 
     python pipelines/train_encoder.py                                   # the embedded corpus → runs/encoders/custom
     python pipelines/train_encoder.py --corpus runs/clean/kept --output runs/encoders/mine --epochs 8
+    python pipelines/train_encoder.py --corpus runs/clean/kept --output runs/encoders/mine --classifier-only
 
 The result is a directory (config.json, model.pt, spm.model, metrics.json) usable as
 `--encoder DIR` by align_filter.py / align_docs.py; the run is logged to MLflow
 (experiment `train_encoder`) with held-out retrieval P@1 in both directions.
+`--classifier` also trains the pair classifier of `align_filter.py --score classifier` (on the
+same corpus, with the encoder's pieces) into DIR-classifier/; `--classifier-only` trains just
+that, for an encoder that is already in OUTPUT.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
+from mtcore.alignment.classifier import ClassifierConfig, read_classifier_metrics, train_beside_encoder
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
@@ -32,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--vocab-size", type=int, default=d.model.vocab_size)
     ap.add_argument("--num-workers", type=int, default=d.num_workers, help="Ray Train workers")
     ap.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    ap.add_argument("--classifier", action="store_true", help="also train the pair classifier (align_filter --score classifier)")
+    ap.add_argument("--classifier-only", action="store_true", help="train only the pair classifier, for the encoder in OUTPUT")
+    ap.add_argument("--classifier-epochs", type=int, default=ClassifierConfig().epochs)
     add_common_options(ap)
     return ap
 
@@ -39,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.classifier_only:
+        return _train_classifier(args)
     cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers)
     cfg.model.layers, cfg.model.vocab_size = args.layers, args.vocab_size
     result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)
@@ -46,6 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"encoder → {result.path}")
     print(f"retrieval P@1 on {m['heldout_pairs']} held-out pairs: en→vi {m['p_at_1_en_vi']:.3f}  vi→en {m['p_at_1_vi_en']:.3f}")
     print(f"trained on {m['train_pairs']:,} pairs in {m['train_seconds']:.0f} s" + (f"; MLflow run {result.run_id}" if result.run_id else ""))
+    return _train_classifier(args) if args.classifier else 0
+
+
+def _train_classifier(args) -> int:
+    from mtcore.embedding.encoder import EncoderError, is_encoder_dir
+
+    if not is_encoder_dir(args.output):
+        raise EncoderError(f"--classifier-only: {args.output} holds no encoder; train one first (without --classifier-only)")
+    path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs))
+    m = read_classifier_metrics(path)
+    print(f"pair classifier → {path} ({m.get('train_pairs', 0):,} pairs, {m.get('train_seconds', 0):.0f} s); "
+          f"use it with `python pipelines/align_filter.py --encoder {args.output} --score classifier`")
     return 0
 
 

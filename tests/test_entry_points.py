@@ -121,6 +121,13 @@ def test_train_encoder_cli_tiny(ray_local, mlflow_uri, tmp_path, capsys, toy_fil
             "--vocab-size", "400", "--no-mlflow"]
     assert script("pipelines/train_encoder.py")(args) == 0
     assert (tmp_path / "enc" / "model.pt").exists() or any((tmp_path / "enc").iterdir())
+    capsys.readouterr()
+    args = ["--corpus", str(paths["train"]), "--output", str(tmp_path / "enc"), "--classifier-only", "--classifier-epochs", "1"]
+    assert script("pipelines/train_encoder.py")(args) == 0
+    assert "pair classifier → " in capsys.readouterr().out and (tmp_path / "enc-classifier" / "classifier.pt").is_file()
+    args[3] = str(tmp_path / "no-encoder")
+    assert script("pipelines/train_encoder.py")(args) == 2
+    assert "holds no encoder" in capsys.readouterr().err
 
 
 def test_backtranslate_cli_bad_mono_fails_before_work(tmp_path, capsys):

@@ -6,7 +6,9 @@
 2. Score (`PairScores`): the pair's cosine, and the ratio margin over k nearest
    neighbours (Artetxe & Schwenk 2019) against the other sentences of the corpus;
    with `score="dual_xent"`, also the dual conditional cross-entropy of two translation
-   models (`dual_xent.py`, Junczys-Dowmunt 2018), in an actor pool like the encoder.
+   models (`dual_xent.py`, Junczys-Dowmunt 2018), in an actor pool like the encoder; with
+   `score="classifier"`, the logit of a pair classifier that reads both sentences at once
+   (`classifier.py`: Bicleaner-AI's idea, trained on near misses made from the corpus).
    (Above `margin_window` rows, neighbours come from the pair's window of rows:
    O(n·w), not O(n²); see `scoring.windowed_knn`.)
    The same scores are computed for *deliberately misaligned* pairs made from the
@@ -33,7 +35,7 @@
      at its threshold: random noise is always worth removing.
 
 `filter_corpus` is the stage: `kept/`, `rejects/` (REJECT_SCHEMA, reason
-`low_cosine`/`low_margin`/`low_dual_xent`, the score, the threshold in `detail`), `scores.parquet`
+`low_cosine`/`low_margin`/`low_dual_xent`/`low_classifier`, the score, the threshold in `detail`), `scores.parquet`
 (every row's scores, for re-thresholding without re-encoding), `report.json`
 (reconciled), `histogram.png`, and an MLflow run in the `align_filter` experiment.
 """
@@ -66,8 +68,9 @@ from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, k
 log = logging.getLogger(__name__)
 STAGE = "align_filter"
 EXPERIMENT = "align_filter"
-REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent"}
+REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent", "classifier": "low_classifier"}
 CALIBRATIONS = ("reference", "near_miss", "random")
+PAIR_MODELS = ("dual_xent", "classifier")  # scores a model computes from the pair's text, beside the encoder's
 MIN_REFERENCE_PAIRS = 50  # fewer cannot place a 2 % false-reject point
 
 
@@ -173,6 +176,18 @@ class DualXentPairs:
         return {"_row": batch["_row"], "dual_xent": dual_xent_scores(self.forward, self.reverse, list(batch["src"]), list(batch["tgt"]))}
 
 
+class ClassifierPairs:
+    """Ray Data actor: loads the pair classifier of an encoder directory once, then scores batches of pairs."""
+
+    def __init__(self, encoder_dir: str, device: str = "cpu"):
+        from mtcore.alignment.classifier import load_pair_scorer
+
+        self.scorer = load_pair_scorer(encoder_dir)  # small: runs on the CPU whatever `device` is
+
+    def __call__(self, batch: dict) -> dict:
+        return {"_row": batch["_row"], "classifier": self.scorer.score(list(batch["src"]), list(batch["tgt"]))}
+
+
 def map_pairs_ray(table: pa.Table, actor, kwargs: dict, columns: tuple[str, ...], batch_size: int = 1024,
                   num_actors: int = 0) -> dict[str, np.ndarray]:
     """Run `actor(**kwargs, device=...)` over the (src, tgt) pairs of `table` in a Ray Data actor pool (one
@@ -253,10 +268,14 @@ class PairScores:
     dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))  # only with score "dual_xent"
     mis_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
     near_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    classifier: np.ndarray = field(default_factory=lambda: np.zeros(0))  # only with score "classifier"
+    mis_classifier: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    near_classifier: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # the known-good reference pairs' scores (calibration "reference") and where they came from
     ref_cosine: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_margin: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ref_classifier: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_source: str = ""
 
     def real(self, name: str) -> np.ndarray:
@@ -431,11 +450,18 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         scores.ref_cosine, scores.ref_margin = reference_in_corpus(reference, src, tgt, scores, x, y, encode, cfg)
         scores.ref_source = ref_source
     timing = {"encode_seconds": round(t_enc, 2)}
-    if cfg.score == "dual_xent":
-        t_nmt = time.perf_counter()
-        scores.dual_xent, scores.mis_dual_xent, scores.near_dual_xent, scores.ref_dual_xent = dual_xent_of(
-            src, tgt, misaligned_partners(origins, len(src), cfg.seed), pairs, cfg, use_ray, reference)
-        timing["dual_xent_seconds"] = round(time.perf_counter() - t_nmt, 2)
+    if cfg.score in PAIR_MODELS:
+        t_model = time.perf_counter()
+        if cfg.score == "dual_xent":
+            actor, kwargs = DualXentPairs, {"forward": cfg.nmt_forward, "reverse": cfg.nmt_reverse}
+        else:
+            classifier_for(spec)  # trained here on first use, before the actors load it
+            actor, kwargs = ClassifierPairs, {"encoder_dir": spec}
+        values = pair_model_scores(actor, kwargs, cfg.score, src, tgt, misaligned_partners(origins, len(src), cfg.seed),
+                                   pairs, cfg, use_ray, reference)
+        for prefix, v in zip(("", "mis_", "near_", "ref_"), values):
+            setattr(scores, prefix + cfg.score, v)
+        timing[f"{cfg.score}_seconds"] = round(time.perf_counter() - t_model, 2)
     ref, real = scores.reference(cfg.score), scores.real(cfg.score)
     if len(ref) and len(real) and np.median(real) < np.quantile(ref, 0.1):
         log.warning("the corpus scores far below the reference pairs (median %.3f < their 10 %% quantile %.3f): another "
@@ -447,10 +473,12 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
     return scores, timing
 
 
-def dual_xent_of(src: list[str], tgt: list[str], partner: np.ndarray, near: negatives.NearMisses | None,
-                 cfg: FilterConfig, use_ray: bool, reference: pa.Table | None = None) -> tuple[np.ndarray, ...]:
-    """Dual cross-entropy of the corpus's pairs, of the random misaligned ones (`partner`), of the near
-    misses and of the reference pairs: one pass over all of them, in an actor pool (or in process)."""
+def pair_model_scores(actor, kwargs: dict, column: str, src: list[str], tgt: list[str], partner: np.ndarray,
+                      near: negatives.NearMisses | None, cfg: FilterConfig, use_ray: bool,
+                      reference: pa.Table | None = None) -> tuple[np.ndarray, ...]:
+    """A model's score (`actor(**kwargs)` returns `column`) of the corpus's pairs, of the random misaligned
+    ones (`partner`), of the near misses and of the reference pairs: one pass over all of them, in an actor
+    pool (or in process)."""
     near_src = [src[i] for i in near.rows] if near is not None else []
     near_tgt = list(near.targets) if near is not None else []
     ref_src = reference["src"].to_pylist() if reference is not None else []
@@ -459,10 +487,9 @@ def dual_xent_of(src: list[str], tgt: list[str], partner: np.ndarray, near: nega
     all_tgt = tgt + [tgt[j] for j in partner] + near_tgt + ref_tgt
     if use_ray:
         table = pa.table({"src": pa.array(all_src, pa.string()), "tgt": pa.array(all_tgt, pa.string())})
-        values = map_pairs_ray(table, DualXentPairs, {"forward": cfg.nmt_forward, "reverse": cfg.nmt_reverse},
-                               ("dual_xent",), cfg.batch_size, cfg.num_actors)["dual_xent"].reshape(-1)
+        values = map_pairs_ray(table, actor, kwargs, (column,), cfg.batch_size, cfg.num_actors)[column].reshape(-1)
     else:
-        values = DualXentPairs(cfg.nmt_forward, cfg.nmt_reverse)({"_row": None, "src": all_src, "tgt": all_tgt})["dual_xent"]
+        values = actor(**kwargs)({"_row": None, "src": all_src, "tgt": all_tgt})[column]
     n, m = len(src), len(near_src)
     return values[:n], values[n:2 * n], values[2 * n:2 * n + m], values[2 * n + m:]
 
@@ -556,6 +583,8 @@ def filter_corpus(
         inputs["reference"] = Path(cfg.reference).absolute()
     if cfg.score == "dual_xent":  # a retrained model is another filter
         inputs |= {"nmt_forward": Path(cfg.nmt_forward).absolute(), "nmt_reverse": Path(cfg.nmt_reverse).absolute()}
+    if cfg.score == "classifier":
+        inputs["classifier"] = classifier_for(encoder).absolute()
     stage = Stage(output.absolute(), STAGE, settings=_jsonable(asdict(cfg)), inputs=inputs,
                   code=("mtcore.alignment", "mtcore.embedding") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
     if stage.reuse(overwrite) is not None:
@@ -568,7 +597,7 @@ def filter_corpus(
         write_parquet(rejects, work / "rejects" / "part-00000.parquet")
         write_parquet(
             pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin}
-                     | ({"dual_xent": scores.dual_xent} if cfg.score == "dual_xent" else {})
+                     | ({cfg.score: scores.real(cfg.score)} if cfg.score in PAIR_MODELS else {})
                      | {"kept": pa.array(scores.real(cfg.score) >= threshold)}),
             work / "scores.parquet",
         )
@@ -586,6 +615,20 @@ def filter_corpus(
     if run_id:
         body["mlflow_run_id"] = run_id
     return FilterResult(output, body, False, threshold, kept, rejects)
+
+
+def classifier_for(encoder: str) -> Path:
+    """The pair classifier of an mtcore encoder directory (the built-in one's is trained on first use)."""
+    from mtcore.alignment.classifier import ClassifierError, ensure_classifier
+    from mtcore.embedding.encoder import is_encoder_dir
+
+    if not is_encoder_dir(encoder):
+        raise FilterError(f"--score classifier reads the pieces of an mtcore encoder (builtin or a directory from "
+                          f"pipelines/train_encoder.py), not {encoder!r}")
+    try:
+        return ensure_classifier(encoder)
+    except ClassifierError as err:
+        raise FilterError(str(err)) from None
 
 
 def _jsonable(d: dict) -> dict:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-SCORES = ("cosine", "margin", "dual_xent")  # the scores `align_filter --score` accepts (dual_xent: dual_xent.py)
+SCORES = ("cosine", "margin", "dual_xent", "classifier")  # the scores `align_filter --score` accepts (dual_xent.py, classifier.py)
 DEFAULT_K = 4  # neighbours for the margin, as in Artetxe & Schwenk's mining experiments
 MARGIN_WINDOW = 16_384  # rows searched for neighbours: exact below, windowed above (see `windowed_knn`)
 

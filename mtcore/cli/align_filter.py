@@ -4,12 +4,17 @@
     python pipelines/align_filter.py --input runs/clean/kept --output runs/align-m --score margin --threshold auto
     python pipelines/align_filter.py --encoder sentence-transformers/LaBSE ...   # if available offline
     python pipelines/align_filter.py --score dual_xent --nmt runs/ray_train/EN-VI/best runs/ray_train/VI-EN/best
+    python pipelines/align_filter.py --score classifier
 
+`--score classifier` scores each pair with a small classifier that reads both sentences at once
+(decomposable attention over the encoder's pieces), trained on near misses made from the corpus:
+an outdated translation, the neighbouring segment, a partial one, a changed number or name
+(Bicleaner-AI's recipe at CPU scale). The built-in one is trained on first use (a few CPU minutes).
 `--score dual_xent` scores each pair with two of your translation models, one per direction
 (dual conditional cross-entropy, Junczys-Dowmunt 2018): slower than the encoder, and it sees the
 one changed word that a sentence embedding averages away.
 
-Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent, with scores),
+Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent / low_classifier, with scores),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` compares the corpus's scores with those of pairs known to be good
 (`--calibration reference`, the default): it rejects the low-score band where most pairs cannot

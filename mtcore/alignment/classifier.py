@@ -1,0 +1,402 @@
+"""A pair classifier that reads both sentences at once: is this target a translation of this source?
+
+The dual encoder compares two pooled vectors, so "Show backup files" and the translation
+of "Show hidden files" land close together: one changed word barely moves a mean of
+pieces (RESULTS.md, issue 21: ROC AUC 0.80 on outdated translations). Bicleaner-AI's
+answer is a classifier over the *pair*, trained on correct pairs against synthetic
+noise made from the same corpus (random, fuzzy-matched, word-omitted, ...). Here the same
+idea at CPU scale, with the decomposable attention model of Parikh et al. 2016 ("A
+Decomposable Attention Model for Natural Language Inference") and ESIM's comparison
+features (Chen et al. 2017):
+
+    pieces → embeddings (initialised from the built-in encoder's, which already share a
+    bilingual space) → a width-3 convolution (pieces into words) → soft alignment of every
+    source piece to the target and back → compare each piece with what it aligned to
+    ([a; β; a − β; a ⊙ β] → MLP) → mean- and max-pool each side → MLP → one logit
+
+Max-pooling the per-piece comparisons is the point: one source word with nothing to
+align to ("backup") is enough to flag the pair, where a mean over the sentence dilutes it.
+
+Training pairs: each correct pair is a positive; its negative is drawn per step from the
+near-miss kinds of `negatives.py` (the fuzzy partner's target, the neighbouring segment,
+a partial or detail-swapped target) and random same-catalog targets. The score is the
+logit: higher = more likely a translation, as for cosine and margin, so every calibration
+rule in `calibration.py` applies unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from mtcore.alignment import negatives
+from mtcore.errors import MtcoreError
+from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
+
+log = logging.getLogger(__name__)
+CONFIG_FILE, WEIGHTS_FILE = "classifier.json", "classifier.pt"
+MIN_TRAINING_PAIRS = 64
+NEGATIVE_MIX = {"fuzzy": 0.4, "neighbour": 0.15, "random": 0.15, "made": 0.3}  # made: partial or swapped targets
+
+
+class ClassifierError(MtcoreError, ValueError):
+    pass
+
+
+@dataclass
+class ClassifierConfig:
+    vocab_size: int = 8000
+    d_embed: int = 256  # the built-in encoder's d_model, so its embeddings can seed ours
+    hidden: int = 192
+    max_len: int = 64
+    dropout: float = 0.1
+    # training
+    epochs: int = 3
+    batch_size: int = 256  # positives per step; as many negatives
+    lr: float = 1.5e-3
+    warmup: int = 100
+    synthetic_rows: int = 40_000  # rows given a partial/swapped target once, before training
+    seed: int = 0
+    threads: int = 0  # torch threads; 0: torch's default
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ClassifierConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ClassifierError(f"unknown classifier config key(s) {unknown}; known: {sorted(known)}")
+        return cls(**d)
+
+
+class PairClassifier(nn.Module):
+    """(src ids, tgt ids) → logit that tgt translates src."""
+
+    def __init__(self, cfg: ClassifierConfig):
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_embed, padding_idx=PAD_ID)
+        self.context = nn.Conv1d(cfg.d_embed, h, kernel_size=3, padding=1)
+        self.attend = nn.Linear(h, h)
+        self.compare = nn.Sequential(nn.Linear(4 * h, h), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(h, h), nn.GELU())
+        self.head = nn.Sequential(nn.Linear(4 * h + 2, h), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(h, 1))
+        nn.init.normal_(self.embed.weight, std=cfg.d_embed**-0.5)
+
+    def _encode(self, ids: torch.Tensor) -> torch.Tensor:
+        # pads are zeros, as the convolution's own padding: a pair scores the same in any batch
+        h = (self.embed(ids) * (ids != PAD_ID).unsqueeze(-1)).transpose(1, 2)  # (B, d, T)
+        return nn.functional.gelu(self.context(h)).transpose(1, 2)  # (B, T, h)
+
+    def _side(self, a: torch.Tensor, aligned: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        v = self.compare(torch.cat([a, aligned, a - aligned, a * aligned], dim=-1))  # (B, T, h)
+        m = mask.unsqueeze(-1)
+        mean = (v * m).sum(1) / m.sum(1).clamp(min=1.0)
+        mx = v.masked_fill(~m, -1e4).max(1).values
+        return torch.cat([mean, mx], dim=-1)  # (B, 2h)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        ms, mt = src != PAD_ID, tgt != PAD_ID
+        a, b = self._encode(src), self._encode(tgt)  # (B, S, h), (B, T, h)
+        e = self.attend(a) @ b.transpose(1, 2) / math.sqrt(a.size(-1))  # (B, S, T)
+        pair_mask = ms.unsqueeze(2) & mt.unsqueeze(1)
+        e = e.masked_fill(~pair_mask, -1e4)
+        beta = torch.softmax(e, dim=2) @ b  # each source piece's view of the target (B, S, h)
+        alpha = torch.softmax(e, dim=1).transpose(1, 2) @ a  # each target piece's view of the source (B, T, h)
+        ls, lt = ms.sum(1, keepdim=True).float(), mt.sum(1, keepdim=True).float()
+        lengths = torch.cat([torch.log1p(ls), torch.log((lt + 1) / (ls + 1))], dim=-1)  # (B, 2)
+        feats = torch.cat([self._side(a, beta, ms), self._side(b, alpha, mt), lengths], dim=-1)
+        return self.head(feats).squeeze(-1)  # (B,)
+
+
+def _pad(seqs: list[list[int]], max_len: int) -> torch.Tensor:
+    seqs = [s[:max_len] or [PAD_ID] for s in seqs]
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out
+
+
+@dataclass
+class Negatives:
+    """Per training row, where its negatives come from (-1: none of that kind)."""
+
+    fuzzy: np.ndarray
+    neighbour: np.ndarray
+    made_rows: np.ndarray  # rows with a partial/swapped target ...
+    made_ids: list[list[int]]  # ... and that target's ids
+    groups: list[np.ndarray]  # rows of each origin (random same-origin targets)
+    group_of: np.ndarray
+
+
+def build_negatives(src: list[str], tgt: list[str], origins: list[str] | None, tok: Tokenizer, cfg: ClassifierConfig) -> Negatives:
+    n = len(src)
+    origins = origins if origins is not None else [""] * n
+    rng = np.random.default_rng(cfg.seed)
+    pick = np.sort(rng.choice(n, size=min(cfg.synthetic_rows, n), replace=False))
+    rows, made, _ = negatives.synthetic_targets(tgt, origins, pick, cfg.seed)
+    names = {o: i for i, o in enumerate(dict.fromkeys(origins))}
+    group_of = np.array([names[o] for o in origins], dtype=np.int64)
+    groups = [np.flatnonzero(group_of == g) for g in range(len(names))]
+    return Negatives(negatives.fuzzy_partners(src, tgt, origins), negatives.neighbour_partners(tgt, origins),
+                     rows, tok.encode(made), groups, group_of)
+
+
+def draw_negatives(idx: np.ndarray, neg: Negatives, tgt_ids: list[list[int]], rng: np.random.Generator) -> list[list[int]]:
+    """One negative target (ids) per row of `idx`, its kind drawn from NEGATIVE_MIX (a missing kind: random)."""
+    made_at = {int(r): k for k, r in enumerate(neg.made_rows)}
+    kinds = rng.choice(list(NEGATIVE_MIX), size=len(idx), p=list(NEGATIVE_MIX.values()))
+    out = []
+    for i, kind in zip(idx, kinds):
+        if kind == "fuzzy" and neg.fuzzy[i] >= 0:
+            out.append(tgt_ids[neg.fuzzy[i]])
+        elif kind == "neighbour" and neg.neighbour[i] >= 0:
+            out.append(tgt_ids[neg.neighbour[i]])
+        elif kind == "made" and int(i) in made_at:
+            out.append(neg.made_ids[made_at[int(i)]])
+        else:
+            group = neg.groups[neg.group_of[i]]
+            j = int(group[rng.integers(len(group))]) if len(group) > 1 else int(rng.integers(len(tgt_ids)))
+            if j == i:
+                j = (j + 1) % len(tgt_ids)
+            out.append(tgt_ids[j])
+    return out
+
+
+def fit(model: PairClassifier, src_ids: list[list[int]], tgt_ids: list[list[int]], neg: Negatives,
+        cfg: ClassifierConfig, on_log=None) -> dict:
+    """Binary cross-entropy, each batch `batch_size` correct pairs and as many negatives."""
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed + 1)
+    n = len(src_ids)
+    steps_per_epoch = max(1, n // cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / max(1, cfg.warmup), 0.5 * (1 + math.cos(math.pi * min(s, total) / total))))
+    labels = torch.cat([torch.ones(cfg.batch_size), torch.zeros(cfg.batch_size)])
+    model.train()
+    t0, last, step = time.perf_counter(), {}, 0
+    for _ in range(cfg.epochs):
+        order = rng.permutation(n)
+        for b in range(steps_per_epoch):
+            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            src = [src_ids[i] for i in idx]
+            tgt = [tgt_ids[i] for i in idx] + draw_negatives(idx, neg, tgt_ids, rng)
+            logits = model(_pad(src + src, cfg.max_len), _pad(tgt, cfg.max_len))
+            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels[: len(tgt)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            if step % 50 == 0 or step == total:
+                last = {"loss": round(loss.item(), 4), "step": step, "steps": total,
+                        "seconds": round(time.perf_counter() - t0, 1)}
+                if on_log:
+                    on_log(last)
+    model.eval()
+    return last
+
+
+class PairScorer:
+    """A trained classifier with its tokenizer: (src, tgt) lists in, logits out."""
+
+    def __init__(self, model: PairClassifier, tokenizer: Tokenizer, path: Path | None = None):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.path = path
+
+    @torch.no_grad()
+    def score(self, src: list[str], tgt: list[str], batch_size: int = 512) -> np.ndarray:
+        out = np.zeros(len(src), dtype=np.float64)
+        if not len(src):
+            return out
+        s_ids, t_ids = self.tokenizer.encode(list(src)), self.tokenizer.encode(list(tgt))
+        order = np.argsort([len(a) + len(b) for a, b in zip(s_ids, t_ids)], kind="stable")
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            logits = self.model(_pad([s_ids[i] for i in idx], self.model.cfg.max_len),
+                                _pad([t_ids[i] for i in idx], self.model.cfg.max_len))
+            out[idx] = logits.double().numpy()
+        return out
+
+
+def save_classifier(model: PairClassifier, directory: str | Path, metrics: dict | None = None) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / CONFIG_FILE).write_text(json.dumps(asdict(model.cfg) | {"metrics": metrics or {}}, indent=2) + "\n")
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, directory / WEIGHTS_FILE)
+    return directory
+
+
+def read_classifier_metrics(directory: str | Path) -> dict:
+    return json.loads((Path(directory) / CONFIG_FILE).read_text()).get("metrics", {})
+
+
+def has_classifier(directory: str | Path) -> bool:
+    return all((Path(directory) / f).is_file() for f in (CONFIG_FILE, WEIGHTS_FILE))
+
+
+def load_classifier(directory: str | Path, tokenizer: Tokenizer) -> PairScorer:
+    directory = Path(directory)
+    if not has_classifier(directory):
+        raise ClassifierError(f"{directory}: no pair classifier ({CONFIG_FILE}, {WEIGHTS_FILE})")
+    d = json.loads((directory / CONFIG_FILE).read_text())
+    d.pop("metrics", None)
+    model = PairClassifier(ClassifierConfig.from_dict(d))
+    model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    return PairScorer(model, tokenizer, directory)
+
+
+def train_classifier(src: list[str], tgt: list[str], origins: list[str] | None, tokenizer: Tokenizer,
+                     cfg: ClassifierConfig | None = None, init_embeddings: torch.Tensor | None = None,
+                     on_log=None) -> tuple[PairClassifier, dict]:
+    """Train on correct pairs (in catalog order within each origin) and negatives made from them."""
+    cfg = cfg or ClassifierConfig()
+    cfg.vocab_size = tokenizer.vocab_size
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    t0 = time.perf_counter()
+    neg = build_negatives(src, tgt, origins, tokenizer, cfg)
+    src_ids, tgt_ids = tokenizer.encode(list(src)), tokenizer.encode(list(tgt))
+    prep_s = time.perf_counter() - t0
+    torch.manual_seed(cfg.seed)
+    model = PairClassifier(cfg)
+    if init_embeddings is not None and tuple(init_embeddings.shape) == tuple(model.embed.weight.shape):
+        with torch.no_grad():
+            model.embed.weight.copy_(init_embeddings)
+    last = fit(model, src_ids, tgt_ids, neg, cfg, on_log)
+    return model, {"train_pairs": len(src), "prepare_seconds": round(prep_s, 1),
+                   "train_seconds": round(time.perf_counter() - t0 - prep_s, 1), "final_loss": last.get("loss")}
+
+
+# --------------------------------------------------------------------------- beside an encoder
+
+def classifier_dir(encoder_dir: str | Path) -> Path:
+    """Beside the encoder, not inside it: the encoder's contents identify the stages that used it, and a
+    classifier trained later must not make them look like another encoder's."""
+    encoder_dir = Path(encoder_dir)
+    return encoder_dir.with_name(f"{encoder_dir.name}-classifier")
+
+
+def _pieces_hash(encoder_dir: str | Path) -> str:
+    from mtcore.embedding.encoder import SPM_FILE
+    from mtcore.runs import content_hash
+
+    return content_hash(Path(encoder_dir) / SPM_FILE)
+
+
+def trained_for(encoder_dir: str | Path) -> bool:
+    """A classifier exists for this encoder and reads its pieces (a retrained encoder has other pieces)."""
+    out = classifier_dir(encoder_dir)
+    if not has_classifier(out):
+        return False
+    return read_classifier_metrics(out).get("encoder_pieces") == _pieces_hash(encoder_dir)
+
+
+def load_pair_scorer(encoder_dir: str | Path) -> PairScorer:
+    from mtcore.embedding.encoder import SPM_FILE
+
+    return load_classifier(classifier_dir(encoder_dir), Tokenizer(Path(encoder_dir) / SPM_FILE))
+
+
+def training_pairs(table, encoder_dir: str | Path, exclude_texts: set[str] | None = None, max_pairs: int = 120_000, seed: int = 0):
+    """The classifier's training rows: the corpus's usable pairs without the encoder's reference pairs
+    (they calibrate the threshold, so they must score as unseen pairs do) and without `exclude_texts`
+    (a test set's sentences), `max_pairs` of them at random, in catalog order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mtcore.data.corpus import read_corpus
+    from mtcore.embedding.encoder import REFERENCE_FILE
+    from mtcore.embedding.train import _key, quick_clean
+
+    table = quick_clean(table)
+    held_keys = {_key(t) for t in exclude_texts or ()}
+    ref_path = Path(encoder_dir) / REFERENCE_FILE
+    if ref_path.is_file() and pq.ParquetFile(ref_path).metadata.num_rows:
+        ref = read_corpus(ref_path)  # the built-in encoder's are whole catalogs: leaving out their pairs leaves out the catalogs
+        held_keys |= {_key(t) for t in ref["src"].to_pylist() + ref["tgt"].to_pylist()}
+    keep = [_key(s) not in held_keys and _key(t) not in held_keys for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())]
+    table = table.filter(pa.array(keep))
+    if len(table) > max_pairs:
+        table = table.take(pa.array(np.sort(np.random.default_rng(seed).permutation(len(table))[:max_pairs])))
+    keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
+    return table.sort_by(keys) if keys else table
+
+
+def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig | None = None, *,
+                         exclude_texts: set[str] | None = None, max_pairs: int = 120_000) -> Path:
+    """Train the pair classifier for the encoder in `encoder_dir` (its pieces, its embeddings as the start)
+    on `corpus` (a path or a table) and write it to `encoder_dir/classifier/`."""
+    import pyarrow as pa
+
+    from mtcore.data.corpus import read_corpus
+    from mtcore.embedding.encoder import SPM_FILE, WEIGHTS_FILE
+
+    cfg = cfg or ClassifierConfig()
+    encoder_dir = Path(encoder_dir)
+    table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
+    train = training_pairs(table, encoder_dir, exclude_texts, max_pairs, cfg.seed)
+    if len(train) < MIN_TRAINING_PAIRS:
+        raise ClassifierError(f"only {len(train)} usable pairs to train the pair classifier on; it needs {MIN_TRAINING_PAIRS}")
+    cfg.batch_size = min(cfg.batch_size, len(train) // 4)  # a small corpus still gets several steps an epoch
+    tok = Tokenizer(encoder_dir / SPM_FILE)
+    embeddings = torch.load(encoder_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True).get("embed.weight")
+    if embeddings is not None:
+        cfg.d_embed = int(embeddings.shape[1])  # start from the encoder's pieces: they already share a bilingual space
+    log.info("pair classifier: %d training pairs, %d epochs", len(train), cfg.epochs)
+    model, metrics = train_classifier(train["src"].to_pylist(), train["tgt"].to_pylist(),
+                                      train["origin"].to_pylist() if "origin" in train.column_names else None, tok, cfg, embeddings,
+                                      on_log=lambda d: log.info("pair classifier: step %d/%d, loss %.3f, %.0f s", d["step"], d["steps"], d["loss"], d["seconds"]))
+    log.info("pair classifier: trained in %.0f s (final loss %s)", metrics["train_seconds"], metrics["final_loss"])
+    out = classifier_dir(encoder_dir)
+    partial = out.with_name(out.name + ".partial")
+    save_classifier(model, partial, metrics | {"encoder_pieces": _pieces_hash(encoder_dir)})
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    partial.rename(out)
+    return out
+
+
+def ensure_classifier(encoder_dir: str | Path) -> Path:
+    """The classifier of the encoder in `encoder_dir`; for the built-in encoder it is trained on first use
+    (the embedded corpus, the dev and test sentences and the reference catalogs left out: a few CPU minutes)."""
+    import fcntl
+
+    from mtcore.embedding import builtin_dir
+
+    encoder_dir = Path(encoder_dir)
+    if trained_for(encoder_dir):
+        return classifier_dir(encoder_dir)
+    if encoder_dir.resolve() != builtin_dir().resolve():
+        what = "a pair classifier for another version of it" if has_classifier(classifier_dir(encoder_dir)) else "no pair classifier"
+        raise ClassifierError(f"{encoder_dir} has {what} (in {classifier_dir(encoder_dir)}); train one with "
+                              f"`python pipelines/train_encoder.py --classifier-only --output {encoder_dir} --corpus YOUR_CORPUS`")
+    with open(encoder_dir.parent / ".classifier.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two first commands at once: one trains, the other waits
+        if not trained_for(encoder_dir):
+            from mtcore.data.corpus import read_corpus
+            from mtcore.data.paths import DEV, RAW_PARALLEL, TEST
+
+            if not RAW_PARALLEL.exists():
+                raise ClassifierError(f"the built-in pair classifier is trained on the embedded corpus, but {RAW_PARALLEL} does not exist")
+            exclude: set[str] = set()
+            for split in (DEV, TEST):
+                if split.exists():
+                    t = read_corpus(split)
+                    exclude |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+            log.warning("training the built-in pair classifier on %s (first use of --score classifier; a few CPU minutes)", RAW_PARALLEL)
+            train_beside_encoder(RAW_PARALLEL, encoder_dir, exclude_texts=exclude)
+    return classifier_dir(encoder_dir)

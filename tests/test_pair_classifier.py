@@ -1,0 +1,138 @@
+"""The pair classifier (`align_filter --score classifier`): it learns to tell a translation from a near miss
+that one pooled sentence vector cannot, it round-trips, it is tied to its encoder's pieces, and the stage uses it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from mtcore.alignment import negatives
+from mtcore.alignment.classifier import (
+    ClassifierConfig,
+    ClassifierError,
+    PairClassifier,
+    PairScorer,
+    classifier_dir,
+    draw_negatives,
+    build_negatives,
+    ensure_classifier,
+    load_pair_scorer,
+    train_beside_encoder,
+    trained_for,
+)
+from mtcore.alignment.filter import FilterConfig, FilterError, filter_corpus, filter_table
+from mtcore.data.corpus import write_parquet
+from mtcore.nmt.tokenizer import Tokenizer
+from test_embedding import tiny_corpus, tiny_encoder
+
+TINY = dict(hidden=32, epochs=40, batch_size=32, lr=3e-3, warmup=20, synthetic_rows=300)
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """A tiny trained encoder with its pair classifier, both trained on the tiny corpus's first 600 pairs."""
+    tmp = tmp_path_factory.mktemp("enc")
+    path = tiny_encoder(tmp, trained=True).save(tmp / "encoder")
+    train_beside_encoder(tiny_corpus().slice(0, 600), path, ClassifierConfig(**TINY))
+    return str(path)
+
+
+def fuzzy_pairs(table):
+    """Held-out pairs and, for each, the target of the message sharing the most words with it ("Open the
+    new file" with the translation of "Open the new folder"): one changed word."""
+    src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    partner = negatives.fuzzy_partners(src, tgt, origins)
+    ok = np.flatnonzero(partner >= 0)
+    return [src[i] for i in ok], [tgt[i] for i in ok], [tgt[j] for j in partner[ok]]
+
+
+def test_training_teaches_the_classifier_one_changed_word(encoder_dir):
+    src, good, near = fuzzy_pairs(tiny_corpus().slice(600))
+    assert len(src) >= 150
+    labels = np.r_[np.ones(len(src)), np.zeros(len(src))]
+    trained = load_pair_scorer(encoder_dir)
+    untrained = PairScorer(PairClassifier(trained.model.cfg).eval(), trained.tokenizer)
+    auc = {name: roc_auc_score(labels, np.r_[s.score(src, good), s.score(src, near)]) for name, s in (("trained", trained), ("untrained", untrained))}
+    assert auc["trained"] >= 0.9 and auc["untrained"] < 0.75, auc
+
+
+def test_scores_do_not_depend_on_batching_and_survive_a_reload(encoder_dir):
+    t = tiny_corpus().slice(700, 50)
+    src, tgt = t["src"].to_pylist(), t["tgt"].to_pylist()
+    scorer = load_pair_scorer(encoder_dir)
+    whole = scorer.score(src, tgt)
+    np.testing.assert_allclose(scorer.score(src, tgt, batch_size=7), whole, atol=1e-4)
+    np.testing.assert_allclose(load_pair_scorer(encoder_dir).score(src, tgt), whole, atol=1e-6)
+    assert scorer.score([], []).shape == (0,)
+
+
+def test_negatives_are_never_the_rows_own_target():
+    t = tiny_corpus().slice(0, 200)
+    src, tgt, origins = t["src"].to_pylist(), t["tgt"].to_pylist(), t["origin"].to_pylist()
+    import tempfile
+    from pathlib import Path
+
+    from mtcore.nmt.tokenizer import train_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tok = train_tokenizer(src + tgt, Path(tmp) / "spm.model", vocab_size=400)
+        neg = build_negatives(src, tgt, origins, tok, ClassifierConfig(synthetic_rows=100))
+        ids = tok.encode(tgt)
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            idx = rng.permutation(len(src))[:64]
+            drawn = draw_negatives(idx, neg, ids, rng)
+            assert all(d != ids[i] for i, d in zip(idx, drawn))
+        assert len(neg.made_rows) > 50  # partial or swapped targets for most of the 100 rows
+
+
+def test_a_classifier_belongs_to_its_encoders_pieces(encoder_dir, tmp_path):
+    assert trained_for(encoder_dir)
+    other = tiny_encoder(tmp_path, trained=False).save(tmp_path / "other")
+    assert not trained_for(other)
+    with pytest.raises(ClassifierError, match="--classifier-only"):
+        ensure_classifier(other)  # not the built-in one: not trained behind the user's back
+    import shutil
+
+    shutil.copytree(classifier_dir(encoder_dir), classifier_dir(other))
+    (other / "spm.model").write_bytes(Tokenizer(tmp_path / "spm.model").model_bytes() + b"\0")  # other pieces
+    assert not trained_for(other)
+    with pytest.raises(ClassifierError, match="another version"):
+        ensure_classifier(other)
+
+
+def test_the_stage_rejects_by_the_classifier_with_and_without_ray(encoder_dir, ray_local, tmp_path, mlflow_uri):
+    from test_align_filter import _reference, corpus_with_misalignments
+
+    table, bad = corpus_with_misalignments(start=700)
+    cfg = FilterConfig(encoder=encoder_dir, score="classifier", batch_size=64, num_actors=2, reference=_reference(tmp_path))
+    kept, rejects, threshold, scores, timing = filter_table(table, cfg, use_ray=False)
+    rejected = set(rejects["id"].to_pylist())
+    assert len(rejected & bad) / len(bad) >= 0.9 and len(rejected & bad) / max(1, len(rejected)) >= 0.8, (rejected, threshold)
+    assert set(rejects["reason"].to_pylist()) == {"low_classifier"} and timing["classifier_seconds"] > 0
+    assert len(scores.ref_classifier) == 100 and np.median(scores.mis_classifier) < np.median(scores.classifier)
+    _, rejects_r, threshold_r, scores_r, _ = filter_table(table, cfg, use_ray=True)
+    np.testing.assert_allclose(scores_r.classifier, scores.classifier, atol=1e-4)
+    assert threshold_r == pytest.approx(threshold, abs=1e-4) and rejects_r["id"].to_pylist() == rejects["id"].to_pylist()
+
+    result = filter_corpus(write_parquet(table, tmp_path / "in.parquet"), tmp_path / "out", cfg, use_ray=False)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["reconciled"] and report["score"] == "classifier" and report["calibration"]["method"].startswith("reference")
+    assert "classifier" in pq.read_table(tmp_path / "out" / "scores.parquet").column_names
+    assert not result.skipped and filter_corpus(tmp_path / "in.parquet", tmp_path / "out", cfg, use_ray=False).skipped
+    train_beside_encoder(tiny_corpus().slice(0, 600), encoder_dir, ClassifierConfig(**(TINY | {"epochs": 2})))
+    with pytest.raises(Exception, match="other"):  # another classifier is another filter: not reused
+        filter_corpus(tmp_path / "in.parquet", tmp_path / "out", cfg, use_ray=False)
+
+
+def test_the_classifier_needs_an_mtcore_encoder(tmp_path):
+    from test_align_filter import corpus_with_misalignments
+
+    table, _ = corpus_with_misalignments()
+    with pytest.raises(FilterError, match="mtcore encoder"):
+        filter_corpus(write_parquet(table, tmp_path / "in.parquet"), tmp_path / "out",
+                      FilterConfig(encoder=str(tmp_path / "no-such-encoder"), score="classifier"), use_ray=False)
