@@ -87,7 +87,7 @@ def test_negatives_are_never_the_rows_own_target():
             idx = rng.permutation(len(src))[:64]
             drawn = draw_negatives(idx, neg, ids, rng)
             assert all(d != ids[i] for i, d in zip(idx, drawn))
-        assert len(neg.made_rows) > 50  # partial or swapped targets for most of the 100 rows
+        assert (neg.made_at >= 0).sum() > 50  # partial or swapped targets for most of the 100 rows
 
 
 def test_a_classifier_belongs_to_its_encoders_pieces(encoder_dir, tmp_path):

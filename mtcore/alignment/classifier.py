@@ -130,8 +130,8 @@ class Negatives:
 
     fuzzy: np.ndarray
     neighbour: np.ndarray
-    made_rows: np.ndarray  # rows with a partial/swapped target ...
-    made_ids: list[list[int]]  # ... and that target's ids
+    made_at: np.ndarray  # per row, its partial/swapped target's index in `made_ids` (-1: none)
+    made_ids: list[list[int]]
     groups: list[np.ndarray]  # rows of each origin (random same-origin targets)
     group_of: np.ndarray
 
@@ -145,13 +145,14 @@ def build_negatives(src: list[str], tgt: list[str], origins: list[str] | None, t
     names = {o: i for i, o in enumerate(dict.fromkeys(origins))}
     group_of = np.array([names[o] for o in origins], dtype=np.int64)
     groups = [np.flatnonzero(group_of == g) for g in range(len(names))]
+    made_at = np.full(n, -1, dtype=np.int64)
+    made_at[rows] = np.arange(len(rows))
     return Negatives(negatives.fuzzy_partners(src, tgt, origins), negatives.neighbour_partners(tgt, origins),
-                     rows, tok.encode(made), groups, group_of)
+                     made_at, tok.encode(made), groups, group_of)
 
 
 def draw_negatives(idx: np.ndarray, neg: Negatives, tgt_ids: list[list[int]], rng: np.random.Generator) -> list[list[int]]:
     """One negative target (ids) per row of `idx`, its kind drawn from NEGATIVE_MIX (a missing kind: random)."""
-    made_at = {int(r): k for k, r in enumerate(neg.made_rows)}
     kinds = rng.choice(list(NEGATIVE_MIX), size=len(idx), p=list(NEGATIVE_MIX.values()))
     out = []
     for i, kind in zip(idx, kinds):
@@ -159,8 +160,8 @@ def draw_negatives(idx: np.ndarray, neg: Negatives, tgt_ids: list[list[int]], rn
             out.append(tgt_ids[neg.fuzzy[i]])
         elif kind == "neighbour" and neg.neighbour[i] >= 0:
             out.append(tgt_ids[neg.neighbour[i]])
-        elif kind == "made" and int(i) in made_at:
-            out.append(neg.made_ids[made_at[int(i)]])
+        elif kind == "made" and neg.made_at[i] >= 0:
+            out.append(neg.made_ids[neg.made_at[i]])
         else:
             group = neg.groups[neg.group_of[i]]
             j = int(group[rng.integers(len(group))]) if len(group) > 1 else int(rng.integers(len(tgt_ids)))
@@ -170,13 +171,30 @@ def draw_negatives(idx: np.ndarray, neg: Negatives, tgt_ids: list[list[int]], rn
     return out
 
 
+def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[np.ndarray]:
+    """Shuffled batches of rows of similar length (fairseq's bucketing): rows are shuffled, cut into pools of
+    `pool` batches, sorted by length inside each pool; the batches are shuffled again. Short catalog
+    messages then no longer pad to the longest sentence of a random batch."""
+    order = rng.permutation(len(lengths))
+    size = batch_size * pool
+    chunks = [order[i : i + size] for i in range(0, len(order), size)]
+    batches = []
+    for chunk in chunks:
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
 def fit(model: PairClassifier, src_ids: list[list[int]], tgt_ids: list[list[int]], neg: Negatives,
         cfg: ClassifierConfig, on_log=None) -> dict:
     """Binary cross-entropy, each batch `batch_size` correct pairs and as many negatives."""
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed + 1)
     n = len(src_ids)
-    steps_per_epoch = max(1, n // cfg.batch_size)
+    pool = 50
+    full, rest = divmod(n, cfg.batch_size * pool)
+    steps_per_epoch = max(1, full * pool + rest // cfg.batch_size)  # what `length_batches` gives
     total = steps_per_epoch * cfg.epochs
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -184,10 +202,9 @@ def fit(model: PairClassifier, src_ids: list[list[int]], tgt_ids: list[list[int]
     labels = torch.cat([torch.ones(cfg.batch_size), torch.zeros(cfg.batch_size)])
     model.train()
     t0, last, step = time.perf_counter(), {}, 0
+    lengths = np.array([len(a) + len(b) for a, b in zip(src_ids, tgt_ids)])
     for _ in range(cfg.epochs):
-        order = rng.permutation(n)
-        for b in range(steps_per_epoch):
-            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+        for idx in length_batches(lengths, cfg.batch_size, rng, pool):
             src = [src_ids[i] for i in idx]
             tgt = [tgt_ids[i] for i in idx] + draw_negatives(idx, neg, tgt_ids, rng)
             logits = model(_pad(src + src, cfg.max_len), _pad(tgt, cfg.max_len))
