@@ -37,7 +37,7 @@ def encoder_dir(tmp_path_factory):
     """A tiny trained encoder with its pair classifier, both trained on the tiny corpus's first 600 pairs."""
     tmp = tmp_path_factory.mktemp("enc")
     path = tiny_encoder(tmp, trained=True).save(tmp / "encoder")
-    train_beside_encoder(tiny_corpus().slice(0, 600), path, ClassifierConfig(**TINY))
+    train_beside_encoder(tiny_corpus().slice(0, 600), path, ClassifierConfig(**TINY), track=False)
     return str(path)
 
 
@@ -124,7 +124,14 @@ def test_the_stage_rejects_by_the_classifier_with_and_without_ray(encoder_dir, r
     assert report["reconciled"] and report["score"] == "classifier" and report["calibration"]["method"].startswith("reference")
     assert "classifier" in pq.read_table(tmp_path / "out" / "scores.parquet").column_names
     assert not result.skipped and filter_corpus(tmp_path / "in.parquet", tmp_path / "out", cfg, use_ray=False).skipped
-    train_beside_encoder(tiny_corpus().slice(0, 600), encoder_dir, ClassifierConfig(**(TINY | {"epochs": 2})))
+    train_beside_encoder(tiny_corpus().slice(0, 600), encoder_dir, ClassifierConfig(**(TINY | {"epochs": 2})))  # tracked
+    import mlflow
+
+    client = mlflow.MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("train_encoder").experiment_id],
+                              "attributes.run_name = 'classifier-encoder'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert {"loss", "train_seconds", "train_pairs"} <= set(runs[0].data.metrics)
     with pytest.raises(Exception, match="other"):  # another classifier is another filter: not reused
         filter_corpus(tmp_path / "in.parquet", tmp_path / "out", cfg, use_ray=False)
 

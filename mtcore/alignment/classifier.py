@@ -352,9 +352,10 @@ def training_pairs(table, encoder_dir: str | Path, exclude_texts: set[str] | Non
 
 
 def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig | None = None, *,
-                         exclude_texts: set[str] | None = None, max_pairs: int = 120_000) -> Path:
+                         exclude_texts: set[str] | None = None, max_pairs: int = 120_000, track: bool = True) -> Path:
     """Train the pair classifier for the encoder in `encoder_dir` (its pieces, its embeddings as the start)
-    on `corpus` (a path or a table) and write it to `encoder_dir/classifier/`."""
+    on `corpus` (a path or a table) and write it to `classifier_dir(encoder_dir)`; with `track`, an MLflow
+    run in the encoders' experiment (`train_encoder`) holds its settings, loss curve and timings."""
     import pyarrow as pa
 
     from mtcore.data.corpus import read_corpus
@@ -372,10 +373,32 @@ def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig 
     if embeddings is not None:
         cfg.d_embed = int(embeddings.shape[1])  # start from the encoder's pieces: they already share a bilingual space
     log.info("pair classifier: %d training pairs, %d epochs", len(train), cfg.epochs)
-    model, metrics = train_classifier(train["src"].to_pylist(), train["tgt"].to_pylist(),
-                                      train["origin"].to_pylist() if "origin" in train.column_names else None, tok, cfg, embeddings,
-                                      on_log=lambda d: log.info("pair classifier: step %d/%d, loss %.3f, %.0f s", d["step"], d["steps"], d["loss"], d["seconds"]))
+    run = None
+    if track:
+        from mtcore import tracking
+        from mtcore.tracking.run import open_run
+
+        run = open_run("train_encoder", f"classifier-{encoder_dir.name}",
+                       tags=tracking.standard_tags("train_encoder", corpus if not isinstance(corpus, pa.Table) else None),
+                       params=tracking.flatten(asdict(cfg)) | {"encoder": str(encoder_dir), "data.train_pairs": len(train)})
+
+    def on_log(d: dict) -> None:
+        log.info("pair classifier: step %d/%d, loss %.3f, %.0f s", d["step"], d["steps"], d["loss"], d["seconds"])
+        if run is not None:
+            run.log_metrics({"loss": d["loss"]}, step=d["step"])
+
+    try:
+        model, metrics = train_classifier(train["src"].to_pylist(), train["tgt"].to_pylist(),
+                                          train["origin"].to_pylist() if "origin" in train.column_names else None, tok, cfg,
+                                          embeddings, on_log=on_log)
+    except BaseException:
+        if run is not None:
+            run.end("FAILED")
+        raise
     log.info("pair classifier: trained in %.0f s (final loss %s)", metrics["train_seconds"], metrics["final_loss"])
+    if run is not None:
+        run.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
+        run.end("FINISHED")
     out = classifier_dir(encoder_dir)
     partial = out.with_name(out.name + ".partial")
     save_classifier(model, partial, metrics | {"encoder_pieces": _pieces_hash(encoder_dir)})
