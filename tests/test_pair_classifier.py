@@ -70,24 +70,20 @@ def test_scores_do_not_depend_on_batching_and_survive_a_reload(encoder_dir):
     assert scorer.score([], []).shape == (0,)
 
 
-def test_negatives_are_never_the_rows_own_target():
-    t = tiny_corpus().slice(0, 200)
-    src, tgt, origins = t["src"].to_pylist(), t["tgt"].to_pylist(), t["origin"].to_pylist()
-    import tempfile
-    from pathlib import Path
-
+def test_negatives_are_never_the_rows_own_target(tmp_path):
     from mtcore.nmt.tokenizer import train_tokenizer
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tok = train_tokenizer(src + tgt, Path(tmp) / "spm.model", vocab_size=400)
-        neg = build_negatives(src, tgt, origins, tok, ClassifierConfig(synthetic_rows=100))
-        ids = tok.encode(tgt)
-        rng = np.random.default_rng(0)
-        for _ in range(5):
-            idx = rng.permutation(len(src))[:64]
-            drawn = draw_negatives(idx, neg, ids, rng)
-            assert all(d != ids[i] for i, d in zip(idx, drawn))
-        assert (neg.made_at >= 0).sum() > 50  # partial or swapped targets for most of the 100 rows
+    t = tiny_corpus().slice(0, 200)
+    src, tgt, origins = t["src"].to_pylist(), t["tgt"].to_pylist(), t["origin"].to_pylist()
+    tok = train_tokenizer(src + tgt, tmp_path / "spm.model", vocab_size=400)
+    neg = build_negatives(src, tgt, origins, tok, ClassifierConfig(synthetic_rows=100))
+    ids = tok.encode(tgt)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        idx = rng.permutation(len(src))[:64]
+        drawn = draw_negatives(idx, neg, ids, rng)
+        assert all(d != ids[i] for i, d in zip(idx, drawn))
+    assert (neg.made_at >= 0).sum() > 50  # partial or swapped targets for most of the 100 rows
 
 
 def test_a_classifier_belongs_to_its_encoders_pieces(encoder_dir, tmp_path):
