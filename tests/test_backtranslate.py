@@ -107,6 +107,13 @@ def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt
     moved.parent.mkdir()
     shutil.copy(corpus, moved)
     assert BTConfig(**{**cfg.__dict__, "corpus": str(moved)}).stage_settings() == after
+    encoder = tmp_path / "encoder"  # the user's encoder retrained in place: another filter, the same cleaning
+    shutil.copytree(bt_inputs / "encoder", encoder)
+    own = BTConfig(**{**cfg.__dict__, "encoder": str(encoder)})
+    before = own.stage_settings()
+    (encoder / "config.json").write_text((encoder / "config.json").read_text() + "\n")
+    after = own.stage_settings()
+    assert before["clean"] == after["clean"] and before["align_filter"] != after["align_filter"]
     from mtcore.backtranslation.pipeline import _open_run
 
     other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})
@@ -128,6 +135,13 @@ def test_bad_inputs_fail_before_work(tmp_path, bt_inputs):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o4").__dict__, "reuse_from": str(tmp_path / "nope")}))
     with pytest.raises(BTError, match="--mode must be one of"):
         BTConfig(mode="greedy")
+    with pytest.raises(BTError, match="--align-score must be one of"):
+        BTConfig(align_score="labse")
+    # A user's encoder has no pair classifier until they train one: said before the cleaning runs.
+    no_classifier = BTConfig(**{**config(bt_inputs, tmp_path / "o5").__dict__, "align_score": "classifier"})
+    with pytest.raises(BTError, match="--align-score classifier: .*no pair classifier.*--classifier-only"):
+        run_backtranslation(no_classifier)
+    assert not (tmp_path / "o5" / "01_clean").exists()
 
 
 def test_bt_effect_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, bt_inputs):

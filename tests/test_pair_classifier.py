@@ -139,3 +139,32 @@ def test_the_classifier_needs_an_mtcore_encoder(tmp_path):
     with pytest.raises(FilterError, match="mtcore encoder"):
         filter_corpus(write_parquet(table, tmp_path / "in.parquet"), tmp_path / "out",
                       FilterConfig(encoder=str(tmp_path / "no-such-encoder"), score="classifier"), use_ray=False)
+
+
+def test_the_main_job_filters_with_the_classifier_and_counts_its_contents(encoder_dir, tmp_path, ray_local):
+    """`backtranslate.py --align-score classifier`: the align stage rejects by the classifier's score, and a
+    retrained classifier makes that stage (not the cleaning) another one."""
+    import shutil
+
+    from mtcore.backtranslation import BTConfig
+    from mtcore.backtranslation.pipeline import stage_align
+    from mtcore.backtranslation.stages import StageDir
+
+    corpus = write_parquet(tiny_corpus().slice(600, 200), tmp_path / "corpus.parquet")
+    cfg = BTConfig(corpus=str(corpus), encoder=encoder_dir, align_score="classifier", output=str(tmp_path / "bt"))
+    settings = cfg.stage_settings()
+    report = stage_align(cfg, StageDir(tmp_path / "bt", "02_align_filter", settings["align_filter"]), corpus)
+    assert report["input"] == 200 == report["kept"] + sum(report["rejected"].values())
+    assert set(report["rejected"]) <= {"low_classifier"}
+    scores = pq.read_table(tmp_path / "bt" / "02_align_filter" / "scores.parquet")
+    assert "classifier" in scores.column_names
+
+    own = tmp_path / "own" / "encoder"  # a copy whose classifier is then retrained
+    shutil.copytree(encoder_dir, own)
+    shutil.copytree(classifier_dir(encoder_dir), classifier_dir(own))
+    mine = BTConfig(**{**cfg.__dict__, "encoder": str(own)})
+    before = mine.stage_settings()
+    config = classifier_dir(own) / "classifier.json"
+    config.write_text(config.read_text() + "\n")
+    after = mine.stage_settings()
+    assert before["clean"] == after["clean"] and before["align_filter"] != after["align_filter"]

@@ -14,6 +14,10 @@ from mtcore.data.paths import MONO_VI, RAW_PARALLEL
 from mtcore.runs import home
 
 MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these three
+# The align-filter scores that need nothing but the encoder (dual_xent needs two translation models).
+# margin stays the default: the classifier catches more near misses but trains for ~13 CPU minutes on
+# first use and is less precise on random misalignments (benchmarks/RESULTS.md, issue 21).
+ALIGN_SCORES = ("margin", "cosine", "classifier")
 
 
 class BTError(MtcoreError, ValueError):
@@ -36,7 +40,7 @@ class BTConfig:
     temperature: float = 1.0
     seed: int = 0
     clean_config: str | None = None  # cleaning rules YAML (default: mtcore's)
-    align_score: str = "margin"  # margin (ratio margin, the better filter here) | cosine
+    align_score: str = "margin"  # one of ALIGN_SCORES
     encoder: str = "builtin"
     reverse_minutes: float = 5.0  # training budget of the reverse model when reverse_model == "train"
     reverse_steps: int = 0  # a step budget instead (0 = the clock decides): the same model whatever the machine's load
@@ -68,8 +72,8 @@ class BTConfig:
                 raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 1")
         if self.temperature <= 0 or self.reverse_minutes <= 0:
             raise BTError("temperature and reverse_minutes must be positive")
-        if self.align_score not in ("cosine", "margin"):
-            raise BTError(f"align_score must be cosine or margin, not {self.align_score!r}")
+        if self.align_score not in ALIGN_SCORES:
+            raise BTError(f"--align-score must be one of {list(ALIGN_SCORES)}, not {self.align_score!r}")
         if self.reverse_preset not in PRESETS:  # known now, not after cleaning and alignment have run
             raise BTError(f"--reverse-preset: unknown preset {self.reverse_preset!r}; choose from {sorted(PRESETS)}")
 
@@ -83,11 +87,20 @@ class BTConfig:
         for key in ("corpus", "mono", "clean_config", "reverse_model"):
             if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"content": content_hash(d[key])}
+        # An encoder directory too: retrained in place, it is another filter (and its pair classifier, with
+        # --align-score classifier). The built-in encoder is made by this code from the embedded corpus, so
+        # the code version below stands for it.
+        if Path(self.encoder).is_dir():
+            from mtcore.alignment.classifier import classifier_dir
+
+            d["encoder"] = {"content": content_hash(self.encoder)}
+            if self.align_score == "classifier" and classifier_dir(self.encoder).is_dir():
+                d["classifier"] = {"content": content_hash(classifier_dir(self.encoder))}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
         clean = pick("corpus", "clean_config") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
-        align = clean | pick("align_score", "encoder") | code("align", "mtcore.alignment", "mtcore.embedding")
+        align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
         reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
                                "seed") | code("reverse", "mtcore.nmt")
         select = align | pick("mono", "ratio", "max_mono", "seed")

@@ -294,6 +294,13 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         from mtcore.embedding import load_encoder
 
         load_encoder(cfg.encoder)  # raises the "how to get it" error now, not after an hour
+    if cfg.align_score == "classifier" and cfg.encoder != "builtin":  # the built-in one's is trained at its stage
+        from mtcore.alignment.filter import FilterError, classifier_for
+
+        try:
+            classifier_for(cfg.encoder)
+        except FilterError as err:
+            raise BTError(f"--align-score classifier: {err}") from None
 
     tracked = _open_run(cfg)
     run_id = tracked.run_id if tracked is not None else None

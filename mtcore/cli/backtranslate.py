@@ -18,6 +18,7 @@ from mtcore.data.text_export import FORMATS, export_text
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
+from mtcore.backtranslation.config import ALIGN_SCORES
 from mtcore.backtranslation.pipeline import stage_table
 
 DEFAULTS = BTConfig()
@@ -39,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
     ap.add_argument("--reverse-train-limit", type=int, default=0, help="first N aligned pairs for the reverse model (0 = all)")
     ap.add_argument("--encoder", default=DEFAULTS.encoder, help="sentence encoder for alignment scores (default: builtin)")
+    ap.add_argument("--align-score", choices=ALIGN_SCORES, default=DEFAULTS.align_score,
+                    help="the align-filter stage's score: margin, cosine, or the pair classifier beside the encoder "
+                         "(trained on first use for the built-in one) (default: %(default)s)")
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = BTConfig(
         corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
+        align_score=args.align_score,
         reverse_minutes=args.reverse_minutes, reverse_steps=args.reverse_steps, reverse_preset=args.reverse_preset,
         reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
         reuse_from=args.reuse_from,
