@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mtcore.errors import MtcoreError
@@ -27,6 +29,28 @@ RNN_ATTENTIONS = ("bahdanau", "dot", "general")  # additive (Bahdanau et al. 201
 
 class ConfigError(MtcoreError, ValueError):
     """A configuration that cannot be used; the message names the key at fault."""
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file's contents; unreadable text or bad syntax is an error naming the file and line."""
+    import yaml
+
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte {raw[err.start]:#04x}); save the file as UTF-8") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark, context = getattr(err, "problem_mark", None), getattr(err, "context_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        what = getattr(err, "problem", None) or str(err)
+        if getattr(err, "context", None):  # e.g. "while parsing a flow sequence", where the unclosed [ is
+            what += f" ({err.context}" + (f" at line {context.line + 1})" if context is not None else ")")
+        raise ConfigError(f"{path}{where}: not valid YAML: {what}") from None
 
 
 # --------------------------------------------------------------------------- model
@@ -103,6 +127,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
         """Strict: unknown keys and wrong types are errors. A `preset` key picks the starting point."""
+        _check_mapping(d, "model")  # before dict() reads a list of pairs as one
         d = dict(d)
         base = PRESETS[_check_preset(d.pop("preset"))] if "preset" in d else {}
         return _from_dict(cls, {**base, **d}, "model")
@@ -361,10 +386,16 @@ class RunConfig:
 # --------------------------------------------------------------------------- strict loading
 
 
+def _check_mapping(d: Any, section: str) -> None:
+    if not isinstance(d, dict):
+        where = f"`{section}` " if section else ""
+        hint = f" (e.g. `{section}: {{preset: {d}}}`)" if section == "model" and isinstance(d, str) else ""
+        raise ConfigError(f"{where}config must be a mapping of keys to values, got {type(d).__name__} {d!r}{hint}")
+
+
 def _check_keys(cls, d: Any, section: str) -> None:
     where = f"`{section}` " if section else ""
-    if not isinstance(d, dict):
-        raise ConfigError(f"{where}config must be a mapping, got {type(d).__name__}")
+    _check_mapping(d, section)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
@@ -385,6 +416,8 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
         return float(value)
     if typ in (int, float) and isinstance(value, bool) or not isinstance(value, typ):
         raise ConfigError(f"`{key}` must be {typ.__name__}, got {type(value).__name__} {value!r}")
+    if typ is float and not math.isfinite(value):  # YAML's .nan/.inf: a NaN budget never runs out
+        raise ConfigError(f"`{key}` must be a finite number, got {value!r}")
     return value
 
 
@@ -408,9 +441,12 @@ def parse_value(raw: str, typ: Any, key: str) -> Any:
         raise ConfigError(f"`{key}` must be a boolean (true/false, yes/no, 1/0), got {raw!r}")
     if typ in (int, float):
         try:
-            return typ(text) if typ is float else int(text)
+            value = typ(text) if typ is float else int(text)
         except ValueError:
             raise ConfigError(f"`{key}` must be {typ.__name__}, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"`{key}` must be a finite number, got {raw!r}")
+        return value
     return text
 
 

@@ -264,3 +264,22 @@ def test_synthetic_filter_applies_the_cleaning_rules(tmp_path, bt_inputs):
     kept = pq.read_table(stage.path / "kept.parquet")
     assert kept["id"].to_pylist() == [f"m{i}" for i in range(12)]
     assert report["input"] == 15 and report["kept"] == 12 and sum(report["rejected"].values()) == 3
+
+
+def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, caplog):
+    from mtcore.backtranslation.pipeline import read_mono
+
+    path = tmp_path / "mono.vi"
+    path.write_text("câu một\n\n   \ncâu hai\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="mtcore.backtranslation.pipeline"):
+        table = read_mono(path)
+    assert table["text"].to_pylist() == ["câu một", "câu hai"]
+    assert table["id"].to_pylist() == ["mono.vi:1", "mono.vi:4"]  # the line in the file
+    assert "2 blank line(s) or empty row(s) skipped, 2 sentences read" in caplog.text
+    folder = tmp_path / "parts"  # a folder of Parquet parts, with a null row
+    write_parquet(pa.table({"text": ["một", None]}), folder / "part-0.parquet")
+    write_parquet(pa.table({"text": ["hai"]}), folder / "part-1.parquet")
+    assert read_mono(folder)["text"].to_pylist() == ["một", "hai"]
+    write_parquet(pa.table({"text": [1, 2]}), tmp_path / "numbers.parquet")
+    with pytest.raises(BTError, match="column `text` must be strings"):
+        read_mono(tmp_path / "numbers.parquet")

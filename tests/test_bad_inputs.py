@@ -108,6 +108,24 @@ CATALOGUE = [
     case("report-unknown-experiment", REPORT, "--store", "{store}", "--experiment", "nope", "--output", "{new_out}", culprit="nope",
          absent="new_out"),
     case("ui-store-is-a-server", UI, "--store", "http://127.0.0.1:9", "--port", "1", culprit="127.0.0.1:9"),
+    # --- found by a review after issue 18: files that are not what they claim to be
+    case("train-config-not-yaml", TRAIN, "--config", "{job_not_yaml}", "--dry-run", culprit="job_not_yaml.yaml:4"),
+    case("train-config-latin1", TRAIN, "--config", "{job_latin1}", "--dry-run", culprit="job_latin1.yaml:2"),
+    case("train-model-section-is-a-word", TRAIN, "--config", "{job_model_word}", "--dry-run", culprit="`model`"),
+    case("train-lr-scale-nan", TRAIN, "train.lr_scale=nan", "--dry-run", culprit="lr_scale"),
+    case("tune-config-not-yaml", TUNE, "--config", "{job_not_yaml}", culprit="job_not_yaml.yaml:4"),
+    case("clean-rules-unknown-language", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_language}",
+         culprit="vn", absent="new_out"),
+    case("clean-rules-nan", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_nan}", culprit="max_ratio",
+         absent="new_out"),
+    case("clean-rules-latin1", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_latin1}",
+         culprit="rules_latin1.yaml:2", absent="new_out"),
+    case("clean-corrupt-gzip", CLEAN, "--input", "{corrupt_gz}", "--output", "{new_out}", "--no-mlflow", culprit="corrupt.tsv.gz",
+         absent="new_out"),
+    case("clean-parquet-parts-differ", CLEAN, "--input", "{mixed_parts}", "--output", "{new_out}", "--no-mlflow",
+         culprit="part-1.parquet", absent="new_out"),
+    case("align-docs-blank-document", DOCS, "--src", "{blank_doc}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--encoder", "{encoder}", culprit="blank.txt", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))
@@ -171,6 +189,24 @@ def _kit(root: Path) -> dict[str, str]:
     for name, text in rules.items():
         k[name] = root / f"{name}.yaml"
         k[name].write_text(text)
+    texts = {"job_not_yaml": "model:\n  preset: mini\n  heads: [4\n", "job_latin1": "model: {preset: mini}\n# r\xe9glages\n",
+             "job_model_word": "model: mini\n", "rules_language": "- LanguageID: {languages: [en, vn]}\n",
+             "rules_nan": "- LengthRatio: {max_ratio: .nan}\n", "rules_latin1": "- TooShort: {min_chars: 1}\n# r\xe8gles\n"}
+    for name, text in texts.items():
+        k[name] = root / f"{name}.yaml"
+        k[name].write_bytes(text.encode("latin-1"))
+    import gzip
+
+    packed = bytearray(gzip.compress(k["tsv"].read_bytes()))
+    packed[20:24] = b"\xff\xff\xff\xff"  # deflate data damaged, the header intact
+    k["corrupt_gz"] = root / "corrupt.tsv.gz"
+    k["corrupt_gz"].write_bytes(bytes(packed))
+    k["mixed_parts"] = root / "mixed"
+    k["mixed_parts"].mkdir()
+    pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), k["mixed_parts"] / "part-0.parquet")
+    pq.write_table(pa.table({"source": ["Save"], "target": ["Lưu"]}), k["mixed_parts"] / "part-1.parquet")
+    k["blank_doc"] = root / "blank.txt"
+    k["blank_doc"].write_text("\n  \n\n", encoding="utf-8")
     k["a_file"] = root / "a_file"
     k["a_file"].write_text("not a directory\n")
     k["read_only"] = root / "read_only"

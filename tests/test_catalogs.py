@@ -178,6 +178,12 @@ ERROR_CASES = [
     ("po dangling string", "vi.po", b'"orphan"\n', r"vi\.po:1: string without a keyword"),
     ("po bad escape", "vi.po", po_text('msgid "A\\q"\nmsgstr "B"\n').encode(), r"vi\.po:6: unknown escape"),
     ("po ends without msgstr", "vi.po", po_text('msgid "A"\n').encode(), r"vi\.po:6: msgid without msgstr"),
+    # msgfmt refuses these too ("first plural form has nonzero index"): reading msgstr[1] as the singular was wrong
+    ("po plural form alone", "vi.po", po_text('msgid "a file"\nmsgid_plural "%d files"\nmsgstr[1] "%d tệp"\n').encode(),
+     r"vi\.po:6: plural forms msgstr\[1\]; they must be msgstr\[0\] to msgstr\[0\]"),
+    ("po plural forms with a gap", "vi.po",
+     po_text('msgid "a file"\nmsgid_plural "%d files"\nmsgstr[0] "tệp"\nmsgstr[2] "%d tệp"\n').encode(),
+     r"vi\.po:6: plural forms msgstr\[0\], msgstr\[2\]; they must be msgstr\[0\] to msgstr\[1\]"),
 ]
 
 
@@ -209,3 +215,13 @@ def test_catalog_table_columns_and_stable_ids(tmp_path):
     assert len(set(table["id"].to_pylist())) == 2  # the context tells the two apart
     assert catalog_table(path, "pkg/app")["id"].to_pylist() == table["id"].to_pylist()
     assert entry_id("other/app", CatalogEntry("Open", "Mở")) != entry_id("pkg/app", CatalogEntry("Open", "Mở"))
+
+
+def test_messages_that_are_no_translation_are_counted_not_dropped_silently(tmp_path, caplog):
+    path = tmp_path / "vi.po"
+    path.write_text(po_text('msgid "Open"\nmsgstr "Mở"\n\n#, fuzzy\nmsgid "Save"\nmsgstr "Lưu"\n\n'
+                            '#, fuzzy\nmsgid "Save as"\nmsgstr "Lưu thành"\n\nmsgid "Quit"\nmsgstr ""\n'), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="mtcore.data.catalogs"):
+        table = catalog_table(path, "app")
+    assert table["src"].to_pylist() == ["Open"]
+    assert "vi.po: 1 pairs read; skipped 2 fuzzy, 1 untranslated" in caplog.text

@@ -133,3 +133,33 @@ def test_unknown_extension(tmp_path):
     (tmp_path / "x.xlsx").write_bytes(b"")
     with pytest.raises(CorpusError, match="unknown corpus format '.xlsx'"):
         read_corpus(tmp_path / "x.xlsx")
+
+
+def test_a_lone_carriage_return_is_text_not_a_line_end(tmp_path):
+    """Lines end at \\n, as for wc -l: a stray \\r inside a line does not shift the line numbers after it."""
+    path = tmp_path / "cr.tsv"
+    path.write_bytes(b"x\ty\na\tb\rc\nd\te\n")
+    table = read_corpus(path)
+    assert table["id"].to_pylist() == ["cr.tsv:1", "cr.tsv:2", "cr.tsv:3"]
+    assert table["tgt"].to_pylist()[1] == "b\rc"
+    path.write_bytes(b"x\ty\na\rb\nd\te\n")
+    with pytest.raises(CorpusError, match="cr.tsv:2: expected 2 tab-separated columns"):
+        read_corpus(path)
+
+
+def test_null_text_in_parquet_reads_as_empty_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"src": ["Open", None, "Quit"], "tgt": ["Mở", "Lưu", None]}), path)
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(path)
+    assert table["src"].to_pylist() == ["Open", "", "Quit"] and table["tgt"].to_pylist() == ["Mở", "Lưu", ""]
+    assert "1 null src value(s) (first at row 2)" in caplog.text and "1 null tgt value(s) (first at row 3)" in caplog.text
+
+
+def test_parquet_parts_with_other_columns_name_the_part(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), folder / "part-0.parquet")
+    pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"], "origin": ["x"]}), folder / "part-1.parquet")
+    with pytest.raises(CorpusError, match="part-1.parquet: its columns .*origin.* differ from those of .*part-0.parquet"):
+        read_corpus(folder)

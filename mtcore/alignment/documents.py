@@ -297,6 +297,8 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     if not path.is_file():
         raise CorpusError(f"{path}: file not found")
     lines = _decode_lines(path)
+    if not any(ln.strip() for ln in lines):  # nothing to align: an error, not an alignment of deletions
+        raise CorpusError(f"{path}: the document holds no text")
     if split == "auto":
         blank = sum(1 for ln in lines if not ln.strip())
         split = "sentences" if lines and blank / len(lines) >= 0.05 else "lines"

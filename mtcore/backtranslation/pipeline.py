@@ -52,27 +52,36 @@ class BTResult:
 
 
 def read_mono(path: str | Path) -> pa.Table:
-    """Monolingual text: Parquet with a `text` column, or a UTF-8 file with one sentence a line."""
+    """Monolingual text: Parquet (a file or a folder of them) with a `text` column, or a UTF-8 file with one
+    sentence a line. Ids are `NAME:N`, N the line (row) from 1, counted before blank lines are skipped;
+    the skipped lines are counted in a warning."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise BTError(f"--mono: {path} not found")
-    if path.suffix == ".parquet":
+    if path.suffix == ".parquet" or path.is_dir():
         table = read_parquet_table(path)
         if "text" not in table.column_names:
             raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
+        if not pa.types.is_string(table.schema.field("text").type) and not pa.types.is_large_string(table.schema.field("text").type):
+            raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
+        table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
     else:
-        from mtcore.data.corpus import _decode_lines
+        from mtcore.data.corpus import CorpusError, _decode_lines
 
-        lines = _decode_lines(path)
-        table = pa.table({"text": lines})
+        try:
+            table = pa.table({"text": _decode_lines(path)})
+        except CorpusError as err:
+            raise BTError(f"--mono: {err}") from None
+    n = len(table)
+    if "origin" not in table.column_names:
+        table = table.append_column("origin", pa.array([path.name] * n, pa.string()))
+    if "id" not in table.column_names:
+        table = table.append_column("id", pa.array([f"{path.name}:{i + 1}" for i in range(n)], pa.string()))
     table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["text"])), 0))
     if len(table) == 0:
         raise BTError(f"--mono: {path} holds no non-empty sentence")
-    n = len(table)
-    if "origin" not in table.column_names:
-        table = table.append_column("origin", pa.array([path.name] * n))
-    if "id" not in table.column_names:
-        table = table.append_column("id", pa.array([f"{path.name}:{i + 1}" for i in range(n)]))
+    if len(table) < n:
+        log.warning("--mono %s: %d blank line(s) or empty row(s) skipped, %d sentences read", path, n - len(table), len(table))
     return table.select(["text", "origin", "id"])
 
 

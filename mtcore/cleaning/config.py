@@ -22,9 +22,8 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-import yaml
 
-from mtcore.config import ConfigError  # the one config error of the project
+from mtcore.config import ConfigError, load_yaml  # the one config error of the project
 from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
 
@@ -122,7 +121,9 @@ def _check_ranges(where: str, cls, params: dict, errors: list[str]) -> None:
     values = {f.name: params.get(f.name, f.default) for f in fields(cls) if f.init}
     numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     for key, value in numbers.items():
-        if value < 0:
+        if value != value or value in (float("inf"), float("-inf")):  # .nan compares false with everything
+            errors.append(f"{where}.{key}: {value} must be a finite number")
+        elif value < 0:
             errors.append(f"{where}.{key}: {value} must be >= 0")
         elif any(word in key for word in _FRACTIONS) and value > 1:
             errors.append(f"{where}.{key}: {value} is a proportion; it must be in [0, 1]")
@@ -193,8 +194,5 @@ def load_config(path: str | Path | None = None) -> CleaningConfig:
     path = Path(path) if path is not None else DEFAULT_RULES
     if not path.is_file():
         raise ConfigError(f"{path}: cleaning config not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    data = load_yaml(path)
     return build_config(data if data is not None else [], source=str(path))

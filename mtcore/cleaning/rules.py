@@ -19,6 +19,7 @@ rules, whatever its position in the list.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -353,11 +354,12 @@ class Untranslated(Rule):
 _IDENTIFIERS: dict[tuple, object] = {}
 
 
-def known_languages() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def known_languages() -> tuple[str, ...]:
     """The 97 language codes py3langid's model knows."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    return list(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
+    return tuple(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
 
 
 def language_identifier(languages: tuple[str, ...]):
@@ -407,6 +409,9 @@ class LanguageID(Rule):
     def __post_init__(self):
         if len(self.languages) != 2 or len(set(self.languages)) != 2:
             raise ValueError(f"languages {self.languages}: two different language codes, source first")
+        unknown = [lang for lang in self.languages if lang not in known_languages()]
+        if unknown:  # now, not inside a Ray task after the corpus is read
+            raise ValueError(f"languages {self.languages}: py3langid does not know {unknown} (codes such as en, vi, de)")
 
     @property
     def english_vietnamese(self) -> bool:

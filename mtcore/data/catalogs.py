@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import logging
 import re
 import struct
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from mtcore.errors import MtcoreError
+
+log = logging.getLogger(__name__)
 
 MO_MAGIC_LE = 0x950412DE  # GNU gettext magic, as read little-endian
 MO_MAGIC_BE = 0xDE120495  # the same magic written by a big-endian machine
@@ -275,7 +279,7 @@ def _po_decode(path: Path) -> list[str]:
     return text.lstrip("\ufeff").splitlines()
 
 
-def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool) -> list[CatalogEntry]:
+def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool, skipped: Counter) -> list[CatalogEntry]:
     """Validate a complete .po message and turn it into entries."""
     if msg.msgid is None:
         if msg.context is not None or msg.forms is not None:
@@ -286,9 +290,16 @@ def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool) -> list[Catalog
     if msg.msgid == "" and msg.context is None:
         return []  # the header
     if msg.fuzzy and not include_fuzzy:
+        skipped["fuzzy"] += 1
         return []
+    if sorted(msg.forms) != list(range(len(msg.forms))):  # as msgfmt: msgstr[1] alone is not the singular's
+        have = ", ".join(f"msgstr[{i}]" for i in sorted(msg.forms))
+        raise CatalogError(f"{path}:{msg.line}: plural forms {have}; they must be msgstr[0] to msgstr[{len(msg.forms) - 1}]")
     forms = [msg.forms[i] for i in sorted(msg.forms)]
-    return _plural_entries(msg.msgid, msg.msgid_plural, forms, msg.context or "", msg.line)
+    entries = _plural_entries(msg.msgid, msg.msgid_plural, forms, msg.context or "", msg.line)
+    if not entries:
+        skipped["untranslated"] += 1
+    return entries
 
 
 def _po_keyword(msg: _PoMessage, keyword: str, index: str | None, value: str, path: Path, line: int) -> None:
@@ -310,7 +321,7 @@ def _po_keyword(msg: _PoMessage, keyword: str, index: str | None, value: str, pa
         msg.forms[int(index or 0)] = value
 
 
-def read_po(path: str | Path, include_fuzzy: bool = False) -> list[CatalogEntry]:
+def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | None = None) -> list[CatalogEntry]:
     """Read a .po catalog into translated entries.
 
     A hand-written line parser (keywords, ``"..."`` continuations, comments)
@@ -320,6 +331,7 @@ def read_po(path: str | Path, include_fuzzy: bool = False) -> list[CatalogEntry]
     """
     path = Path(path)
     _require_file(path)
+    skipped = Counter() if skipped is None else skipped  # messages that are no translation: fuzzy, untranslated
     entries: list[CatalogEntry] = []
     msg = _PoMessage()
     for number, raw in enumerate(_po_decode(path), start=1):
@@ -328,7 +340,7 @@ def read_po(path: str | Path, include_fuzzy: bool = False) -> list[CatalogEntry]
             continue
         if line.startswith("#"):
             if msg.forms is not None:  # a comment after msgstr starts the next entry
-                entries += _po_finish(msg, path, include_fuzzy)
+                entries += _po_finish(msg, path, include_fuzzy, skipped)
                 msg = _PoMessage()
             if line.startswith("#,") and "fuzzy" in (f.strip() for f in line[2:].split(",")):
                 msg.fuzzy = True
@@ -343,27 +355,27 @@ def read_po(path: str | Path, include_fuzzy: bool = False) -> list[CatalogEntry]
             raise CatalogError(f"{path}:{number}: syntax error: {line[:40]!r}")
         keyword = match.group(1).split("[")[0]
         if keyword in ("msgctxt", "msgid") and msg.forms is not None:
-            entries += _po_finish(msg, path, include_fuzzy)
+            entries += _po_finish(msg, path, include_fuzzy, skipped)
             msg = _PoMessage()
         if keyword == "msgid" and msg.msgid is not None:
             raise CatalogError(f"{path}:{number}: msgid without msgstr before it")
         value = _po_unquote(match.group(3), path, number)
         _po_keyword(msg, keyword, match.group(2), value, path, number)
         msg.last = match.group(1)
-    return entries + _po_finish(msg, path, include_fuzzy)
+    return entries + _po_finish(msg, path, include_fuzzy, skipped)
 
 
 # ---------------------------------------------------------------------------
 # tables
 
 
-def read_catalog(path: str | Path, include_fuzzy: bool = False) -> list[CatalogEntry]:
+def read_catalog(path: str | Path, include_fuzzy: bool = False, skipped: Counter | None = None) -> list[CatalogEntry]:
     """Read a ``.mo`` or ``.po`` file, chosen by its suffix."""
     path = Path(path)
     if path.suffix == ".mo":
         return read_mo(path)
     if path.suffix in (".po", ".pot"):
-        return read_po(path, include_fuzzy=include_fuzzy)
+        return read_po(path, include_fuzzy=include_fuzzy, skipped=skipped)
     raise CatalogError(f"{path}: not a gettext catalog (expected .po or .mo)")
 
 
@@ -388,5 +400,11 @@ def entries_table(entries: list[CatalogEntry], origin: str) -> pa.Table:
 
 
 def catalog_table(path: str | Path, origin: str, include_fuzzy: bool = False) -> pa.Table:
-    """Read a catalog into a ``src, tgt, origin, id, context`` table."""
-    return entries_table(read_catalog(path, include_fuzzy=include_fuzzy), origin)
+    """Read a catalog into a ``src, tgt, origin, id, context`` table; the messages that are not
+    translations (fuzzy, untranslated) are counted in a warning."""
+    skipped: Counter = Counter()
+    table = entries_table(read_catalog(path, include_fuzzy=include_fuzzy, skipped=skipped), origin)
+    if skipped:
+        log.warning("%s: %d pairs read; skipped %s (not translations)", path, len(table),
+                    ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())))
+    return table

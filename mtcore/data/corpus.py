@@ -7,7 +7,8 @@ plain-text files named by their common prefix (`train` → `train.en` +
 `train.vi`, the Moses/IWSLT layout) and gettext `.po`/`.mo` catalogs.
 
 Bad input fails loudly with the file (and line) at fault; the only quiet fix-ups
-are a UTF-8 BOM and CRLF line ends, which are normalised. Under non-strict TSV
+are a UTF-8 BOM and CRLF line ends, which are normalised, and null src/tgt values in
+Parquet, read as empty text with a warning (the cleaning stage rejects them as `empty`). Under non-strict TSV
 reading, malformed lines are not dropped but returned as reason-coded rejects.
 """
 
@@ -15,15 +16,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mtcore.errors import MtcoreError
+
+log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("src", "tgt", "origin", "id")
 SCHEMA = pa.schema([(name, pa.string()) for name in REQUIRED_COLUMNS])
@@ -56,7 +62,7 @@ def _decode_lines(path: Path) -> list[str]:
     if path.suffix == ".gz":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
+        except (OSError, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: not a readable gzip file: {err}") from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
@@ -65,7 +71,9 @@ def _decode_lines(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         line_no = raw[: err.start].count(b"\n") + 1
         raise CorpusError(f"{path}:{line_no}: invalid UTF-8 (byte {raw[err.start]:#04x} at offset {err.start})") from None
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    # Lines end at \n (as for wc -l and the Moses tools); a lone \r inside a line stays text, which the
+    # cleaning's whitespace normalisation turns into a space, so line numbers are those of the file.
+    lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start an empty one
     return lines
@@ -145,7 +153,14 @@ def parquet_schema(path: str | Path) -> pa.Schema:
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
     try:
-        schema = pads.dataset(str(path), format="parquet").schema
+        dataset = pads.dataset(str(path), format="parquet")
+        schema = dataset.schema
+        if path.is_dir():  # the dataset's schema is its first file's: every part must agree with it
+            for part in dataset.files[1:]:
+                other = pq.read_schema(part)
+                if not other.equals(schema, check_metadata=False):
+                    raise CorpusError(f"{part}: its columns {_columns(other)} differ from those of {dataset.files[0]} "
+                                      f"{_columns(schema)}; every Parquet file of {path} must have the same columns")
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
     missing = [c for c in ("src", "tgt") if c not in schema.names]
@@ -156,6 +171,10 @@ def parquet_schema(path: str | Path) -> pa.Schema:
         if not pa.types.is_string(schema.field(name).type) and not pa.types.is_large_string(schema.field(name).type):
             raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
     return schema
+
+
+def _columns(schema: pa.Schema) -> str:
+    return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
 
 
 def has_contract_columns(path: str | Path) -> bool:
@@ -172,6 +191,11 @@ def read_parquet(path: str | Path) -> pa.Table:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
+    for name in ("src", "tgt"):
+        if nulls := table[name].null_count:
+            first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
+            log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
+            table = table.set_column(table.schema.get_field_index(name), name, pc.fill_null(table[name], ""))
     if "origin" not in table.column_names:
         table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
     if "id" not in table.column_names:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from mtcore.config import AUTO, ConfigError, RunConfig, _apply_overrides, _from_dict, auto_settings, parse_value
+from mtcore.config import (AUTO, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings, load_yaml,
+                           parse_value)
 from mtcore.data.paths import DEV, TEST
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
@@ -110,6 +110,8 @@ class TrainingJob:
         if unknown:
             raise ConfigError(f"{source}: unknown section(s) {unknown}; expected job, model, train")
         try:
+            for name in ("job", "model", "train"):
+                _check_mapping(d.get(name) or {}, name)
             sections, note = _resolve_auto({k: d.get(k) or {} for k in ("model", "train")}, gpus)
             return cls(job=_from_dict(JobConfig, d.get("job") or {}, "job"), run=RunConfig.from_dict(sections),
                        preset_note=note)
@@ -123,7 +125,7 @@ class TrainingJob:
             path = Path(path)
             if not path.is_file():
                 raise ConfigError(f"{path}: config file not found")
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = load_yaml(path)
             if not isinstance(data, dict):
                 raise ConfigError(f"{path}: a job file must be a mapping with job/model/train sections")
         data, rest = apply_early_overrides(data, overrides)

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from mtcore.errors import MtcoreError
-from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig
+from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig, load_yaml
 from mtcore.distributed.jobs import TrainingJob, apply_early_overrides
 
 log = logging.getLogger(__name__)
@@ -213,7 +212,7 @@ class SearchConfig:
 def _read_space_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"--search-space {path}: file not found")
-    space = yaml.safe_load(path.read_text(encoding="utf-8"))
+    space = load_yaml(path)
     if isinstance(space, dict) and set(space) == {"space"}:  # a `space:` section on its own is accepted too
         space = space["space"]
     if not isinstance(space, dict) or not space:
@@ -253,7 +252,7 @@ class TuneJob:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
-        d = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        d = load_yaml(path) or {}
         source = str(path)
         if space_file is not None:
             space = _read_space_file(Path(space_file))
