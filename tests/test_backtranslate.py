@@ -114,6 +114,14 @@ def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt
     (encoder / "config.json").write_text((encoder / "config.json").read_text() + "\n")
     after = own.stage_settings()
     assert before["clean"] == after["clean"] and before["align_filter"] != after["align_filter"]
+    heldout = tmp_path / "heldout.tsv"  # the cleaning's TestOverlap set: edited, the corpus is cleaned again
+    heldout.write_text("Open the file\tMở tập tin\n", encoding="utf-8")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(f"- TestOverlap: {{paths: [{heldout}]}}\n", encoding="utf-8")
+    with_rules = BTConfig(**{**cfg.__dict__, "clean_config": str(rules)})
+    before = with_rules.stage_settings()
+    heldout.write_text("Save the file\tLưu tập tin\n", encoding="utf-8")
+    assert with_rules.stage_settings()["clean"] != before["clean"]
     from mtcore.backtranslation.pipeline import _open_run
 
     other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})
@@ -283,3 +291,15 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     write_parquet(pa.table({"text": [1, 2]}), tmp_path / "numbers.parquet")
     with pytest.raises(BTError, match="column `text` must be strings"):
         read_mono(tmp_path / "numbers.parquet")
+
+
+def test_default_outputs_lie_under_the_home_of_the_run_not_of_the_import(monkeypatch, tmp_path):
+    """`--home` is read before `main` runs but after the modules are imported: the defaults must follow it."""
+    from mtcore.backtranslation.experiment import EffectConfig
+    from mtcore.cli.backtranslate import build_parser
+
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws2"))
+    assert BTConfig().output == str(tmp_path / "ws2" / "backtranslate")
+    assert EffectConfig().output == str(tmp_path / "ws2" / "bt_effect")
+    assert build_parser().parse_args([]).output == str(tmp_path / "ws2" / "backtranslate")
+    assert BTConfig(output="elsewhere").output == "elsewhere"

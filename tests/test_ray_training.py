@@ -111,6 +111,8 @@ def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, run
     named = tiny_job(toy_corpus, run_name="named")
     ray_training.prepare_inputs(named)
     shutil.copy(toy_corpus["train"], runs_dir / "old.parquet")
+    # the same pairs at another path (another output folder of the same data job): the same run
+    assert ray_training.prepare_inputs(tiny_job(toy_corpus, train_data=str(runs_dir / "old.parquet"))).run_name == first.run_name
     table = pq.read_table(toy_corpus["train"])
     pq.write_table(table.slice(0, 200), toy_corpus["train"])  # the same path, other contents
     assert ray_training.prepare_inputs(job).run_name != first.run_name

@@ -585,7 +585,10 @@ def filter_corpus(
         inputs |= {"nmt_forward": Path(cfg.nmt_forward).absolute(), "nmt_reverse": Path(cfg.nmt_reverse).absolute()}
     if cfg.score == "classifier":
         inputs["classifier"] = classifier_for(encoder).absolute()
-    stage = Stage(output.absolute(), STAGE, settings=_jsonable(asdict(cfg)), inputs=inputs,
+    # Paths counted as inputs (by their contents) are not settings: a moved encoder is the same filter.
+    settings = {k: v for k, v in _jsonable(asdict(cfg)).items()
+                if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)}
+    stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
                   code=("mtcore.alignment", "mtcore.embedding") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)

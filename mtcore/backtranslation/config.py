@@ -28,7 +28,7 @@ class BTError(MtcoreError, ValueError):
 class BTConfig:
     corpus: str = str(RAW_PARALLEL)  # raw parallel corpus (any format mtcore.data.corpus reads)
     mono: str = str(MONO_VI)  # monolingual Vietnamese: Parquet with a `text` column, or one sentence a line
-    output: str = str(home() / "backtranslate")
+    output: str = ""  # "": HOME/backtranslate, HOME read when the config is made (--home), not at import
     reverse_model: str = "train"  # a checkpoint directory, an MLflow model URI, or "train"
     mode: str = "beam"
     tag: bool = True  # prefix synthetic sources with <bt> (tagged BT, Caswell et al. 2019)
@@ -60,6 +60,8 @@ class BTConfig:
         return DecodeConfig(beam=self.beam, sampling=sampling)
 
     def __post_init__(self):
+        if not self.output:
+            object.__setattr__(self, "output", str(home() / "backtranslate"))
         if self.mode not in MODES:
             raise BTError(f"--mode must be one of {list(MODES)}, not {self.mode!r}")
         if self.ratio <= 0:
@@ -87,22 +89,31 @@ class BTConfig:
         for key in ("corpus", "mono", "clean_config", "reverse_model"):
             if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"content": content_hash(d[key])}
-        # An encoder directory too: retrained in place, it is another filter (and its pair classifier, with
-        # --align-score classifier). The built-in encoder is made by this code from the embedded corpus, so
-        # the code version below stands for it.
-        if Path(self.encoder).is_dir():
+        # The encoder too (the built-in one of this workspace, or a directory): retrained in place, it is
+        # another filter; so is its pair classifier, with --align-score classifier.
+        from mtcore.embedding import BUILTIN, builtin_dir
+
+        encoder = builtin_dir() if self.encoder == BUILTIN else Path(self.encoder)
+        if encoder.is_dir():
             from mtcore.alignment.classifier import classifier_dir
 
-            d["encoder"] = {"content": content_hash(self.encoder)}
-            if self.align_score == "classifier" and classifier_dir(self.encoder).is_dir():
-                d["classifier"] = {"content": content_hash(classifier_dir(self.encoder))}
+            d["encoder"] = {"content": content_hash(encoder)}
+            if self.align_score == "classifier" and classifier_dir(encoder).is_dir():
+                d["classifier"] = {"content": content_hash(classifier_dir(encoder))}
+        # The held-out sets the cleaning's TestOverlap reads (data/dev + data/test unless the rules say
+        # otherwise): an edited test set is another cleaned corpus, as for pipelines/clean.py.
+        from mtcore.cleaning import load_config
+        from mtcore.cleaning.pipeline import stage_settings as cleaning_settings
+
+        _, heldout = cleaning_settings(load_config(self.clean_config))
+        d["heldout"] = {name: content_hash(path) if path.exists() else "missing" for name, path in heldout.items()}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
-        clean = pick("corpus", "clean_config") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
+        clean = pick("corpus", "clean_config", "heldout") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
         align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
         reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
-                               "seed") | code("reverse", "mtcore.nmt")
+                               "seed") | code("reverse", "mtcore.nmt", "mtcore.config", "mtcore.distributed", "mtcore.backtranslation.reverse")
         select = align | pick("mono", "ratio", "max_mono", "seed")
         translate = reverse | select | pick("mode", "beam", "top_k", "temperature") | code(
             "translate", "mtcore.backtranslation.translate")

@@ -82,7 +82,7 @@ class EffectConfig:
     reverse_steps: int = 1500
     reverse_preset: str = "mini"
     max_mono: int = 0  # cap on sentences back-translated per mode (0: ratio × real pairs decides)
-    output: str = str(home() / "bt_effect")
+    output: str = ""  # "": HOME/bt_effect, HOME read when the config is made (--home), not at import
     test_limit: int = 1000
     overwrite: bool = False  # redo the back-translation stages (after a code change they refuse to be reused)
     variants: tuple[str, ...] = DEFAULT_VARIANTS
@@ -92,6 +92,8 @@ class EffectConfig:
     test_data: str = str(TEST)
 
     def __post_init__(self):
+        if not self.output:
+            object.__setattr__(self, "output", str(home() / "bt_effect"))
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown or not self.variants:
             raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, not {list(self.variants)}")
@@ -122,8 +124,10 @@ class EffectConfig:
         d = dataclasses.asdict(self)
         for key in ("variants", "seeds", "output", "overwrite"):
             d.pop(key)
+        for key in ("dev_data", "test_data"):  # by contents: an edited test set is another result, a moved checkout is not
+            d[key] = content_hash(d[key]) if Path(d[key]).exists() else d[key]
         return settings_hash({"settings": d, "aligned": content_hash(aligned_path),
-                              "code": code_version("mtcore.nmt", "mtcore.distributed", "mtcore.backtranslation")})
+                              "code": code_version("mtcore.nmt", "mtcore.distributed", "mtcore.backtranslation", "mtcore.config")})
 
 
 def split_low_resource(aligned: pa.Table, share: float, seed: int) -> tuple[pa.Table, pa.Table]:

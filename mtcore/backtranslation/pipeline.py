@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
+from mtcore.backtranslation.reverse import EXPERIMENT
 from mtcore.backtranslation.stages import MARKER, Donor, StageDir, check_output
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.runs import write_data_pointer
@@ -32,7 +33,6 @@ from mtcore.data.ledger import StageReport, rejects_table, write_report
 from mtcore.nmt.tokenizer import BT_TAG
 
 log = logging.getLogger(__name__)
-EXPERIMENT = "backtranslate"
 STAGES = ("clean", "align_filter", "reverse_model", "select_mono", "backtranslate", "synthetic_filter", "assemble")
 
 
@@ -108,6 +108,26 @@ def check_reverse_model(spec: str, mono_sample: list[str]) -> str | None:
     return str(directory)
 
 
+def resolve_filter_models(cfg: BTConfig) -> None:
+    """The encoder, and with --align-score classifier its classifier: the built-in ones are trained here on
+    first use; a user's must exist (an external encoder's "how to get it" error comes now, not after an hour)."""
+    from mtcore.embedding import resolve_encoder
+
+    if cfg.encoder != "builtin" and not Path(cfg.encoder).is_dir():
+        from mtcore.embedding import load_encoder
+
+        load_encoder(cfg.encoder)
+        return
+    encoder = resolve_encoder(cfg.encoder)
+    if cfg.align_score == "classifier":
+        from mtcore.alignment.filter import FilterError, classifier_for
+
+        try:
+            classifier_for(encoder)
+        except FilterError as err:
+            raise BTError(f"--align-score classifier: {err}") from None
+
+
 def resolve_model_dir(spec: str) -> Path:
     """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
     if "://" in spec or spec.startswith(("runs:/", "models:/")):
@@ -147,24 +167,10 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     out = stage.begin()
     if given is not None:
         return stage.finish({"stage": "reverse_model", "checkpoint": given, "trained": False, "dev_bleu": None})
-    from mtcore.distributed.jobs import TrainingJob
+    from mtcore.backtranslation.reverse import reverse_job
     from mtcore.distributed.ray_training import run_training
 
-    budget = {"max_steps": cfg.reverse_steps} if cfg.reverse_steps else {"time_budget_min": cfg.reverse_minutes}
-    job = TrainingJob.from_dict(
-        {
-            "job": {"train_data": str(aligned), "experiment": EXPERIMENT, "vocab_size": cfg.reverse_vocab,
-                    "train_limit": cfg.reverse_train_limit, "test_limit": 500, "test_beam": 4, "log_model": False,
-                    "run_name": f"bt-reverse-vi-en-{stage.hash[:8]}"},
-            "model": {"preset": cfg.reverse_preset, "src_lang": "vi", "tgt_lang": "en", "pre_norm": True},
-            "train": {**budget, "warmup": 300, "lr_scale": 2.0, "max_tokens": 1500,
-                      "validate_every": 300, "log_every": 25, "dev_limit": 200, "max_epochs": 50, "seed": cfg.seed},
-        }
-    )
-    if cfg.reverse_preset == "tiny":  # tests: seconds, not minutes
-        job = job.with_overrides(["train.max_tokens=512", "train.warmup=50", "train.validate_every=20", "train.log_every=5",
-                                  f"train.max_steps={cfg.reverse_steps or 40}", "train.max_len=64", "train.dev_limit=20",
-                                  "job.test_limit=20"])
+    job = reverse_job(cfg, aligned, run_name=f"bt-reverse-vi-en-{stage.hash[:8]}")
     outcome = run_training(job, parent_run_id=parent_run_id)
     shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
     return stage.finish({"stage": "reverse_model", "checkpoint": str((out / "checkpoint").absolute()), "trained": True,
@@ -280,17 +286,10 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     """Run (or resume) every stage; write OUT/report.json and log the run to MLflow."""
     t0 = time.perf_counter()
     root = Path(cfg.output)
-    settings = cfg.stage_settings()
-    stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     # Everything that can be wrong is checked before the first stage runs.
     checks.output_dir(root)
     if cfg.reuse_from and not any(Path(cfg.reuse_from).glob(f"*/{MARKER}")):
         raise BTError(f"--reuse-from: {cfg.reuse_from} holds no back-translation run (no finished stage)")
-    check_output(list(stages.values()), cfg.overwrite)
-    # assemble is never borrowed: it is cheap, and OUT/_data.json points at this run's own augmented set
-    donor = Donor(cfg.reuse_from, stages, settings, borrowable=STAGES[:-1])
-    if stale := donor.drop_stale(root, list(stages.values())):
-        log.warning("%s: the stages this run took from another run have changed since; made again: %s", root, stale)
     if cfg.clean_config:
         from mtcore.cleaning import load_config
 
@@ -299,18 +298,18 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         raise BTError(f"--corpus: {cfg.corpus} not found")
     mono = read_mono(cfg.mono)
     given = check_reverse_model(cfg.reverse_model, mono["text"].slice(0, 200).to_pylist())
-    if cfg.encoder != "builtin" and not Path(cfg.encoder).is_dir():
-        from mtcore.embedding import load_encoder
+    resolve_filter_models(cfg)
+    # The stages' settings count the encoder (and classifier) by their contents, so they exist by now.
+    settings = cfg.stage_settings()
+    stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
+    check_output(list(stages.values()), cfg.overwrite)
+    # assemble is never borrowed: it is cheap, and OUT/_data.json points at this run's own augmented set
+    donor = Donor(cfg.reuse_from, stages, settings, borrowable=STAGES[:-1])
+    if stale := donor.drop_stale(root, list(stages.values())):
+        log.warning("%s: the stages this run took from another run have changed since; made again: %s", root, stale)
 
-        load_encoder(cfg.encoder)  # raises the "how to get it" error now, not after an hour
-    if cfg.align_score == "classifier" and cfg.encoder != "builtin":  # the built-in one's is trained at its stage
-        from mtcore.alignment.filter import FilterError, classifier_for
-
-        try:
-            classifier_for(cfg.encoder)
-        except FilterError as err:
-            raise BTError(f"--align-score classifier: {err}") from None
-
+    if cfg.overwrite:  # the stages are made again, maybe with other settings: a new MLflow run, not the old one's
+        (root / "_mlflow_run.json").unlink(missing_ok=True)
     tracked = _open_run(cfg)
     run_id = tracked.run_id if tracked is not None else None
     reused, reports = [], {}

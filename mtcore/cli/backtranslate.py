@@ -21,11 +21,10 @@ from mtcore.backtranslation import MODES, BTConfig, run_backtranslation
 from mtcore.backtranslation.config import ALIGN_SCORES
 from mtcore.backtranslation.pipeline import stage_table
 
-DEFAULTS = BTConfig()
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (the tests parse every documented command with it)."""
+    DEFAULTS = BTConfig()  # here, not at import: its output lies under --home, which is read before main runs
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=DEFAULTS.corpus, help="raw parallel corpus (default: %(default)s)")
     ap.add_argument("--mono", default=DEFAULTS.mono, help="monolingual Vietnamese: Parquet `text` column or one sentence a line (default: %(default)s)")

@@ -145,8 +145,16 @@ class TrainingJob:
         """Hash of everything that changes what is trained (not where it is logged or tested). `data_version`
         (the training corpus's content hash, once resolved) makes the same path with other contents another run."""
         keep = {k: v for k, v in self.job.to_dict().items() if k in ("train_data", "train_limit", "vocab_size")}
-        body = json.dumps({"job": keep, **self.run.to_dict()} | ({"data": data_version} if data_version else {}),
-                          sort_keys=True)
+        data = {}
+        if data_version:
+            # At run time the data count by their contents, not their paths (another output folder with the
+            # same pairs is the same run); the dev set picks the best checkpoint, so it counts too.
+            from mtcore.runs import content_hash
+
+            keep.pop("train_data")
+            dev = Path(self.job.dev_data)
+            data = {"data": data_version, "dev": content_hash(dev) if dev.exists() else str(dev)}
+        body = json.dumps({"job": keep, **self.run.to_dict()} | data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
     def run_name(self, data_version: str = "") -> str:

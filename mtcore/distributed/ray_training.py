@@ -104,9 +104,11 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     """Train the joint SentencePiece model once per (corpus, size); later runs reuse it."""
     from mtcore.data.corpus import read_corpus
     from mtcore.nmt.tokenizer import train_tokenizer
+    from mtcore.runs import code_version
     from mtcore.tracking import data_version
 
-    key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}"
+    # the tokenizer's code too: its reserved symbols and normalisation are part of the model it trains
+    key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}-{code_version('mtcore.nmt.tokenizer')[:8]}"
     path = home() / "tokenizers" / key / "spm.model"
     if not path.is_file():
         table = read_corpus(train_data)

@@ -14,7 +14,7 @@ import time
 from mtcore.distributed import ray_training
 from mtcore.runs import home
 from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, plan_resources,
-                                              release_callback)
+                                              release_after_search, release_callback)
 from mtcore.distributed.tune.progress import progress_callback, quiet_tune_output
 from mtcore.distributed.tune.results import SearchOutcome, close_children, finish_search, trial_rows, trial_states
 from mtcore.distributed.tune.space import METRIC, RUNG_METRICS, TIME_ATTR, TuneError, TuneJob, base_point, param_space
@@ -91,7 +91,10 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     t0 = time.perf_counter()
     init_ray()
     plan = plan_resources(tj.search, available_cpus(), available_gpus())
-    name = tj.search_name()
+    from mtcore.distributed.ray_training import resolve_train_data
+    from mtcore.tracking import data_version
+
+    name = tj.search_name(data_version(resolve_train_data(tj.base)))
     storage = home() / "ray_tune"
     path = storage / name
     exists = (path / "tuner.pkl").is_file()
@@ -138,6 +141,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     fit_start = time.perf_counter()
     with quiet_tune_output() if verbose < 2 else contextlib.nullcontext():
         grid = tuner.fit()
+    release_after_search()
     budget = tj.search.time_budget_min * 60
     budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
     states = trial_states(path)

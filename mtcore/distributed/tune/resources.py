@@ -109,7 +109,6 @@ def release_callback():
     run, and is removed."""
     import ray
     from ray.tune import Callback
-    from ray.util.placement_group import PlacementGroup, remove_placement_group
 
     class ReleaseStoppedTrials(Callback):
         def __init__(self):
@@ -132,13 +131,39 @@ def release_callback():
                     self.release(group, f"no worker for {UNUSED_GROUP_S} s")
                     del self.unused_since[group]
 
-        @staticmethod
-        def release(group: str, why: str) -> None:
-            try:
-                remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
-            except Exception as err:  # removed meanwhile (by Train itself): nothing to give back
-                log.debug("placement group %s: %s", group[:8], err)
-                return
-            log.info("released the CPUs of a stopped trial (placement group %s: %s)", group[:8], why)
+        release = staticmethod(release_group)
 
     return ReleaseStoppedTrials()
+
+
+def release_group(group: str, why: str) -> None:
+    import ray
+    from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+    try:
+        remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
+    except Exception as err:  # removed meanwhile (by Train itself): nothing to give back
+        log.debug("placement group %s: %s", group[:8], err)
+        return
+    log.info("released the CPUs of a stopped trial (placement group %s: %s)", group[:8], why)
+
+
+def release_after_search(wait_s: float = 30.0) -> None:
+    """Once the search is over, the groups of the trials stopped at its very end: no Tune step came after
+    them for `release_callback` to act, and the best trial's test decoding (a Ray task that needs a CPU)
+    would wait for their CPUs forever. No trial runs now, so every group of this job without workers, or
+    whose controller is dead, is a leftover; waits up to `wait_s` for the last workers to go."""
+    import ray
+
+    job_hex = ray.get_runtime_context().get_job_id()
+    deadline = time.monotonic() + wait_s
+    while True:
+        leftovers = orphaned_worker_groups(job_hex) | unused_worker_groups(job_hex)
+        for group in leftovers:
+            release_group(group, "the search is over")
+        prefix = "bundle_group_"
+        held = {k[len(prefix):] for k in ray.cluster_resources()
+                if k.startswith(prefix) and "_" not in k[len(prefix):] and k.endswith(job_hex)} - leftovers
+        if not held or time.monotonic() >= deadline:
+            return
+        time.sleep(CHECK_EVERY_S)

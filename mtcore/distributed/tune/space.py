@@ -274,14 +274,15 @@ class TuneJob:
     def to_dict(self) -> dict[str, Any]:
         return {**self.base.to_dict(), "search": self.search.to_dict()}
 
-    def search_name(self) -> str:
-        """What the search is: base shape, searched keys, scheduler, searcher, size; stable for resume."""
+    def search_name(self, data_version: str = "") -> str:
+        """What the search is: base shape, searched keys, scheduler, searcher, size, and (given) the training
+        data's version, so that a search on regenerated data is another search; stable for resume."""
         s = self.search
         if s.name:
             return s.name
         m = self.base.run.model
         keep = {k: v for k, v in s.to_dict().items() if k not in ("time_budget_min", "name", "register_as")}
-        body = json.dumps({"base": self.base.fingerprint(), "search": keep}, sort_keys=True, default=str)
+        body = json.dumps({"base": self.base.fingerprint(data_version), "search": keep}, sort_keys=True, default=str)
         digest = hashlib.sha256(body.encode()).hexdigest()[:6]
         keys = "-".join(_SHORT.get(p.short, p.short) for p in s.space)
         return f"tune-{m.arch}-d{m.d_model}-L{m.layers}-{keys}-{s.scheduler}-{s.search}-n{s.num_samples}-{m.direction}-{digest}"
