@@ -157,18 +157,23 @@ def test_best_metric_is_checked():
 
 
 def test_checkpoint_averaging_decides_on_best_metric(tokenizer):
-    # At a rate too high to converge, the mean of steps 100 and 200 has the lower dev loss and the lower BLEU
-    # (measured: loss 0.706 vs 0.750, BLEU 1.8 vs 2.0): "loss" keeps it, "bleu" does not.
+    # The same weights trained twice (no validation before the end, so best_metric changes nothing else); each
+    # run keeps the mean of steps 100 and 200 exactly when its own metric says the mean validates better. Which
+    # way the mean goes at this rate depends on the CPU's arithmetic (one machine measured loss 0.706 vs 0.750
+    # and BLEU 1.8 vs 2.0, another a better BLEU too), so the test asserts the rule, not one machine's outcome.
     cfg = dict(max_steps=200, average_last=2, average_every=100, lr_scale=2.0, validate_every=10**6, dev_limit=64)
     by_loss = fit(quick(**cfg, best_metric="loss"), TINY, PAIRS, PAIRS, tokenizer).averaged
     by_bleu = fit(quick(**cfg, best_metric="bleu"), TINY, PAIRS, PAIRS, tokenizer).averaged
-    assert by_loss["dev_loss"] < by_loss["last_dev_loss"] and by_loss["dev_bleu"] < by_loss["last_dev_bleu"]
-    assert by_loss["kept"] and not by_bleu["kept"]
+    assert {k: by_loss[k] for k in ("dev_loss", "last_dev_loss", "dev_bleu", "last_dev_bleu")} == \
+        {k: by_bleu[k] for k in ("dev_loss", "last_dev_loss", "dev_bleu", "last_dev_bleu")}
+    assert by_loss["kept"] is (by_loss["dev_loss"] < by_loss["last_dev_loss"])
+    assert by_bleu["kept"] is (by_bleu["dev_bleu"] > by_bleu["last_dev_bleu"])
 
 
 @pytest.mark.parametrize("steps, keep, every, lr_scale, kept", [
     (150, 2, 75, 0.5, True),  # near convergence: the mean of steps 75 and 150 translates the toy set better
-    (200, 2, 100, 2.0, False),  # at a rate too high to converge the mean of steps 100 and 200 is worse: the last weights stay
+    (200, 2, 100, 2.0, None),  # a rate too high to converge: whether the mean of steps 100 and 200 is better depends on the
+    # CPU's arithmetic (worse on one machine, better on another); either way the rule below decides
     (200, 2, 100, 4.0, False),  # diverged: both translate nothing (BLEU 0), and a tie keeps the last weights too
 ])
 def test_checkpoint_averaging_keeps_the_mean_only_when_it_validates_better(tokenizer, steps, keep, every, lr_scale, kept):
@@ -186,7 +191,9 @@ def test_checkpoint_averaging_keeps_the_mean_only_when_it_validates_better(token
     info = result.averaged
     assert info["steps"] == list(range(steps - (keep - 1) * every, steps + 1, every))  # the final weights among them
     assert info["last_dev_bleu"] == reported[0]["dev/bleu"]  # the final weights were validated first
-    assert info["kept"] is kept and (info["dev_bleu"] > info["last_dev_bleu"]) is kept
+    assert info["kept"] is (info["dev_bleu"] > info["last_dev_bleu"])
+    assert kept is None or info["kept"] is kept
+    kept = info["kept"]
     expected = mean_state(seen[s] for s in info["steps"]) if kept else seen[steps]
     for name, value in result.model.state_dict().items():
         torch.testing.assert_close(value, expected[name], msg=name)
