@@ -1,7 +1,7 @@
 """Back-translation augmentation on Ray Data: the platform's main data job.
 
     python pipelines/backtranslate.py                       # the embedded corpus and monolingual Vietnamese
-    python pipelines/backtranslate.py --mode noised --no-tag --ratio 0.5 --output runs/bt-noised
+    python pipelines/backtranslate.py --mode beam --tag --ratio 0.5 --output runs/bt-tagged
     python pipelines/backtranslate.py --reverse-model runs:/RUN_ID/translator --mono my_vi.txt
 
 Stages: clean → align-filter → reverse (vi→en) model → select monolingual → back-translate
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mono", default=DEFAULTS.mono, help="monolingual Vietnamese: Parquet `text` column or one sentence a line (default: %(default)s)")
     ap.add_argument("--reverse-model", default=DEFAULTS.reverse_model, help="vi→en checkpoint DIR, MLflow model URI, or 'train' (default)")
     ap.add_argument("--mode", choices=MODES, default=DEFAULTS.mode, help="beam, sample (top-k) or noised beam (default: %(default)s)")
-    ap.add_argument("--tag", action=argparse.BooleanOptionalAction, default=DEFAULTS.tag, help="prefix synthetic sources with <bt> (default: on)")
+    ap.add_argument("--tag", action=argparse.BooleanOptionalAction, default=DEFAULTS.tag, help="prefix synthetic sources with <bt> (tagged BT; default: off)")
     ap.add_argument("--ratio", type=float, default=DEFAULTS.ratio, help="at most R synthetic pairs per real pair (default: %(default)s)")
     ap.add_argument("--max-mono", type=int, default=DEFAULTS.max_mono, help="cap on sentences back-translated, 0 = none (default: %(default)s)")
     ap.add_argument("--upsample", type=int, default=DEFAULTS.upsample, help="copies of each real pair (default: %(default)s)")
