@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-
 from mtcore.config import ConfigError, load_yaml  # the one config error of the project
 from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
