@@ -62,7 +62,9 @@ def read_mono(path: str | Path) -> pa.Table:
         table = read_parquet_table(path)
         if "text" not in table.column_names:
             raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
-        if not pa.types.is_string(table.schema.field("text").type) and not pa.types.is_large_string(table.schema.field("text").type):
+        from mtcore.data.corpus import is_text_type
+
+        if not is_text_type(table.schema.field("text").type):
             raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
         table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
     else:

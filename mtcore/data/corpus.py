@@ -168,9 +168,13 @@ def parquet_schema(path: str | Path) -> pa.Schema:
         raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' "
                           f"(found {schema.names})")
     for name in ("src", "tgt"):
-        if not pa.types.is_string(schema.field(name).type) and not pa.types.is_large_string(schema.field(name).type):
+        if not is_text_type(schema.field(name).type):
             raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
     return schema
+
+
+def is_text_type(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
 def _columns(schema: pa.Schema) -> str:
