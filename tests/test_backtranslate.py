@@ -122,6 +122,16 @@ def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt
     before = with_rules.stage_settings()
     heldout.write_text("Save the file\tLưu tập tin\n", encoding="utf-8")
     assert with_rules.stage_settings()["clean"] != before["clean"]
+    # A model URI counts by the checkpoint it resolved to: `models:/NAME/latest` after a new version is registered
+    # is another reverse model, though its string is the same.
+    by_uri = BTConfig(**{**cfg.__dict__, "reverse_model": "models:/mt-vi-en/latest"})
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    for version, text in ((v1, "one"), (v2, "two")):
+        version.mkdir()
+        (version / "model.pt").write_text(text)
+    first, second = by_uri.stage_settings(reverse_dir=v1), by_uri.stage_settings(reverse_dir=v2)
+    assert first["select_mono"] == second["select_mono"] and first["reverse_model"] != second["reverse_model"]
+    assert second["backtranslate"] != first["backtranslate"]
     from mtcore.backtranslation.pipeline import _open_run
 
     other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})

@@ -81,16 +81,22 @@ class BTConfig:
         if self.reverse_preset not in PRESETS:  # known now, not after cleaning and alignment have run
             raise BTError(f"--reverse-preset: unknown preset {self.reverse_preset!r}; choose from {sorted(PRESETS)}")
 
-    def stage_settings(self) -> dict[str, dict]:
-        """What each stage's output depends on (its own settings plus everything upstream)."""
+    def stage_settings(self, reverse_dir: str | Path | None = None) -> dict[str, dict]:
+        """What each stage's output depends on (its own settings plus everything upstream). `reverse_dir`: the
+        local checkpoint a given `reverse_model` resolved to (an MLflow URI is downloaded first)."""
         from mtcore.runs import code_version, content_hash
 
         d = dataclasses.asdict(self)
         # Inputs count by their contents, not their paths: a file cut in place is another input, and the
         # same file at another path (a moved or second checkout's embedded data) is the same one.
         for key in ("corpus", "mono", "clean_config", "reverse_model"):
-            if d.get(key) and not str(d[key]).startswith("runs:/") and (Path(d[key]).exists() or key == "corpus"):
+            if d.get(key) and "://" not in str(d[key]) and not str(d[key]).startswith(("runs:/", "models:/")) \
+                    and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"content": content_hash(d[key])}
+        # A model URI counts by what it resolved to: `models:/NAME/latest` is another model once a new
+        # version is registered, though its string is the same.
+        if reverse_dir is not None and self.reverse_model != "train":
+            d["reverse_model"] = {"content": content_hash(reverse_dir)}
         # The encoder too (the built-in one of this workspace, or a directory): retrained in place, it is
         # another filter; so is its pair classifier, with --align-score classifier.
         from mtcore.embedding import BUILTIN, builtin_dir

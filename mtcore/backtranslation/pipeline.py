@@ -302,7 +302,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     given = check_reverse_model(cfg.reverse_model, mono["text"].slice(0, 200).to_pylist())
     resolve_filter_models(cfg)
     # The stages' settings count the encoder (and classifier) by their contents, so they exist by now.
-    settings = cfg.stage_settings()
+    settings = cfg.stage_settings(reverse_dir=given)
     stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     check_output(list(stages.values()), cfg.overwrite)
     # assemble is never borrowed: it is cheap, and OUT/_data.json points at this run's own augmented set
