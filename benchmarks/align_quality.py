@@ -392,13 +392,56 @@ def bench_dual_xent(enc, table: pa.Table, forward_dir: str, reverse_dir: str, se
     return out
 
 
+def union_reference_thresholds(real: np.ndarray, reference: np.ndarray, floor: np.ndarray,
+                               max_false_reject: float = MAX_FALSE_REJECT) -> tuple[np.ndarray, float, float]:
+    """(thresholds, π below them, estimated false rejects) for two scores read together: a row is rejected
+    when *either* of its scores is below its threshold. `real` (n, 2) and `reference` (m, 2) hold the
+    corpus's and the known-good pairs' scores, one column per score; `floor` (2,) the lowest threshold of
+    each (−inf: none).
+
+    `reference_threshold` in two dimensions: the pair (t₀, t₁) with the most F_real − 2·F_good, F_good the
+    share of reference pairs the union rejects, kept ≤ `max_false_reject` (a floor may force more). Each
+    score catches its own kind of noise (the margin random pairs, the pair classifier near misses); a single
+    budget over the union keeps the false rejects of both together at the target. Only the reference's
+    own values change F_good, so each threshold's candidates are the reference scores within the budget."""
+    real, reference, floor = np.asarray(real, float), np.asarray(reference, float), np.asarray(floor, float)
+    m = len(reference)
+    cands = []
+    for j in range(2):
+        ref_sorted = np.sort(reference[:, j])
+        within = ref_sorted[: int(np.floor(max_false_reject * m)) + 1]  # t = ref_sorted[i] rejects i reference pairs
+        c = np.unique(np.concatenate([[floor[j]], within[within > floor[j]]]))
+        cands.append(c)
+    best, best_gain, cap = (cands[0][0], cands[1][0]), -np.inf, None
+    for t0 in cands[0]:
+        low0, ref_low0 = real[:, 0] < t0, reference[:, 0] < t0
+        rest = np.sort(real[~low0, 1])
+        ref_rest = np.sort(reference[~ref_low0, 1])
+        f_real = (low0.sum() + np.searchsorted(rest, cands[1])) / max(1, len(real))
+        f_good = (ref_low0.sum() + np.searchsorted(ref_rest, cands[1])) / max(1, m)
+        if cap is None:  # the floors' own false rejects, when they exceed the budget
+            cap = max(max_false_reject, float(f_good[0]))
+        gain = np.where(f_good <= cap, f_real - 2.0 * f_good, -np.inf)
+        i = int(np.argmax(gain))
+        if gain[i] > best_gain:
+            best, best_gain = (t0, cands[1][i]), float(gain[i])
+    t = np.asarray(best, float)
+    rejected = (real < t).any(axis=1) if len(real) else np.zeros(0, bool)
+    est_fr = float((reference < t).any(axis=1).mean()) if m else 0.0
+    below = float(rejected.mean()) if len(real) else 0.0
+    share = max(0.0, (below - est_fr) / max(1e-9, 1.0 - est_fr))
+    return t, share, est_fr
+
+
 def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.Table, ref: pa.Table | None, seed: int,
                      max_false_reject: float = MAX_FALSE_REJECT) -> dict:
     """The pair classifier (`--score classifier`) on the near-miss dev set, the noise-share sweep and the planted
-    set, calibrated as the filter does (its reference pairs scored directly: the logit has no neighbourhood)."""
+    set, calibrated as the filter does (its reference pairs scored directly: the logit has no neighbourhood);
+    `union_ref`: the margin and the classifier read together (`union_reference_thresholds`)."""
     from mtcore.alignment import negatives
 
     ref_scores = scorer.score(ref["src"].to_pylist(), ref["tgt"].to_pylist()) if ref is not None else None
+    ref_emb = (enc.encode(ref["src"].to_pylist()), enc.encode(ref["tgt"].to_pylist())) if ref is not None else None
 
     def figures(src, tgt, origins, bad, kinds, near_given=True):
         partner = misaligned_partners(origins, len(src), seed)
@@ -408,7 +451,17 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         if near_given:
             pairs = negatives.near_miss_pairs(src, tgt, origins, seed, FilterConfig().synthetic_rows)
             near = scorer.score([src[i] for i in pairs.rows], pairs.targets)
-        return real, calibration_figures(real, bad, kinds, max_false_reject, mis, near, ref_scores, near_given)
+        c = calibration_figures(real, bad, kinds, max_false_reject, mis, near, ref_scores, near_given)
+        if ref_emb is not None:  # margin OR classifier, one reference budget over the union
+            x, y = enc.encode(src), enc.encode(tgt)
+            sc = score_pairs(x, y, origins, FilterConfig().k, seed)
+            margin, ref_margin = sc.real("margin"), reference_in(x, y, ref_emb)["margin"]
+            t, share, est = union_reference_thresholds(np.c_[margin, real], np.c_[ref_margin, ref_scores],
+                                                        np.array([auto_threshold(margin, sc.misaligned("margin")), -np.inf]), max_false_reject)
+            rej = (margin < t[0]) | (real < t[1])
+            c["union_ref"] = prf(rej, bad) | {"thresholds": [round(float(v), 4) for v in t], "estimated_share": round(share, 4),
+                                              "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(rej, kinds)}
+        return real, c
 
     out = {}
     src, tgt, origins = nm["src"].to_pylist(), nm["tgt"].to_pylist(), nm["origin"].to_pylist()
@@ -578,15 +631,18 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
             if which in r:
                 extra = f" est. noise {r[which]['estimated_share']:.3f}" if "estimated_share" in r[which] else ""
                 print(f"    {which:9s} {fmt(r[which])}  t={r[which]['threshold']:.3f}{extra}  recall by kind {r[which]['recall_by_kind']}")
+        if "union_ref" in r:
+            u = r["union_ref"]
+            print(f"    margin OR classifier, REF over the union: {fmt(u)}  t={u['thresholds']}  recall by kind {u['recall_by_kind']}")
     for which in ("old", "ref"):
         k = f"rules_plus_classifier_{which}"
         if k in c:
             print(f"  cleaning rules + classifier {which.upper():3s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
     for k, r in c["noise_share"].items():
-        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "hindsight") if w in r)
+        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "union_ref", "hindsight") if w in r)
         print(f"  noise {k:13s} {r['pairs']} pairs, {100 * r['true_share']:4.1f} % bad, AUC {r['roc_auc']:.3f}:  {cols}")
     for k, r in c["planted"].items():
-        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "hindsight") if w in r)
+        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "union_ref", "hindsight") if w in r)
         print(f"  planted {k:15s} AUC {r['roc_auc']:.3f}  {cols}")
     return c
 
