@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -374,7 +375,9 @@ class RunConfig:
             key = item.split("=", 1)[0].strip()
             section, _, rest = key.partition(".")
             if section not in by_section or not rest:
-                raise ConfigError(f"override {item!r}: key must start with 'model.' or 'train.'")
+                close = difflib.get_close_matches(section, ["model", "train", "job"], 1)
+                hint = f"; did you mean `{close[0]}.{rest}`?" if close and close[0] != section and rest else ""
+                raise ConfigError(f"override {item!r}: key must start with 'model.' or 'train.' (or 'job.' in a training job){hint}")
             by_section[section].append(item.split(".", 1)[1])
         return dataclasses.replace(
             self,
@@ -397,7 +400,7 @@ def _check_keys(cls, d: Any, section: str) -> None:
     where = f"`{section}` " if section else ""
     _check_mapping(d, section)
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
+    unknown = sorted(set(d) - known, key=str)
     if unknown:
         hints = [f"did you mean `{m[0]}`?" for k in unknown for m in [difflib.get_close_matches(str(k), known, 1)] if m]
         raise ConfigError(f"unknown {where}key(s) {unknown}; " + (" ".join(hints) or f"known keys: {sorted(known)}"))
@@ -414,11 +417,22 @@ def _coerce(value: Any, typ: Any, key: str) -> Any:
         return "yes" if value else "no"
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if typ is float and isinstance(value, str) and (number := yaml11_float(value)) is not None:
+        return number
     if typ in (int, float) and isinstance(value, bool) or not isinstance(value, typ):
         raise ConfigError(f"`{key}` must be {typ.__name__}, got {type(value).__name__} {value!r}")
     if typ is float and not math.isfinite(value):  # YAML's .nan/.inf: a NaN budget never runs out
         raise ConfigError(f"`{key}` must be a finite number, got {value!r}")
     return value
+
+
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def yaml11_float(value: str) -> float | None:
+    """`1e-3` as a number: YAML 1.1 (PyYAML) reads an exponent without a dot as a string; `1.0e-3` it reads
+    as a float. A command-line override reads both as numbers; a job file should too."""
+    return float(value) if _EXPONENT_NUMBER.fullmatch(value.strip()) else None
 
 
 def _unoptional(typ: Any) -> Any:

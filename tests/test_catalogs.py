@@ -225,3 +225,14 @@ def test_messages_that_are_no_translation_are_counted_not_dropped_silently(tmp_p
         table = catalog_table(path, "app")
     assert table["src"].to_pylist() == ["Open"]
     assert "vi.po: 1 pairs read; skipped 2 fuzzy, 1 untranslated" in caplog.text
+
+
+def test_po_lines_end_only_at_newlines_and_hex_escapes_are_read(tmp_path):
+    """msgfmt reads U+2028 inside a comment or string as text, and \\xHH as a character; so does the reader."""
+    from mtcore.data.catalogs import read_po
+
+    po = tmp_path / "sep.po"
+    po.write_text('msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n# note\u2028(see bug 12)\n'
+                  'msgid "Line\u2028two"\nmsgstr "D\\x41ng"\n\nmsgid "Quit"\nmsgstr "Thoát"\n', encoding="utf-8")
+    entries = read_po(po)
+    assert [(e.msgid, e.msgstr) for e in entries] == [("Line\u2028two", "DAng"), ("Quit", "Thoát")]

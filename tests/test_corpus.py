@@ -163,3 +163,59 @@ def test_parquet_parts_with_other_columns_name_the_part(tmp_path):
     pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"], "origin": ["x"]}), folder / "part-1.parquet")
     with pytest.raises(CorpusError, match="part-1.parquet: its columns .*origin.* differ from those of .*part-0.parquet"):
         read_corpus(folder)
+
+
+def test_a_tsv_header_row_is_skipped_with_a_warning_and_csv_quoting_is_named(tmp_path, caplog):
+    path = write_tsv(tmp_path / "pandas.tsv", ["src\ttgt", '"He said ""hi"" to me."\t"Anh ấy nói ""chào""."', "Quit\tThoát"])
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(path)
+    assert table["src"].to_pylist() == ['"He said ""hi"" to me."', "Quit"]  # the header is not a pair
+    assert table["id"].to_pylist() == ["pandas.tsv:2", "pandas.tsv:3"]  # ids stay line numbers
+    assert "pandas.tsv:1: a header row (src, tgt)" in caplog.text
+    assert "1 line(s) look CSV-quoted" in caplog.text and "first at line 2" in caplog.text
+    caplog.clear()
+    write_tsv(path, ['"Quit"\t"Thoát"', "src\ttgt"])  # a quoted catalog string is text; "src/tgt" below line 1 is a pair
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        assert len(read_corpus(path)) == 2
+    assert caplog.text == ""
+
+
+def test_parquet_strings_in_any_layout_and_stored_ids_as_the_contract_has_them(tmp_path, caplog):
+    path = tmp_path / "cat.parquet"
+    src = pa.array(["Open", "Save", "Open"]).dictionary_encode()  # pandas' category dtype
+    pq.write_table(pa.table({"src": src, "tgt": pa.array(["Mở", "Lưu", "Mở"], pa.large_string()), "id": [7, 8, 9]}), path)
+    table = read_corpus(path)
+    assert table.schema.field("src").type == pa.string() and table.schema.field("tgt").type == pa.string()
+    assert table["id"].to_pylist() == ["7", "8", "9"]  # numbers read as strings: later stages join ids to text
+    pq.write_table(pa.table({"src": ["a", "b", "c"], "tgt": ["x", "y", "z"], "id": ["k", None, "k"], "origin": ["o", None, "o"]}), path)
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(path)
+    assert table["origin"].to_pylist() == ["o", "cat.parquet", "o"]
+    assert table["id"].to_pylist() == ["cat.parquet:1", "cat.parquet:2", "cat.parquet:3"]  # repeated ids are replaced whole
+    assert "1 null 'origin' value(s)" in caplog.text and "repeated value(s)" in caplog.text
+    pq.write_table(pa.table({"src": ["a"], "tgt": ["x"], "id": pa.array([[1]], pa.list_(pa.int64()))}), path)
+    with pytest.raises(CorpusError, match="cat.parquet: column 'id' must be strings"):
+        read_corpus(path)
+
+
+def test_a_stage_folder_reads_its_kept_pairs(tmp_path, caplog):
+    stage = tmp_path / "clean"
+    write_parquet(pa.table({"src": ["Open"], "tgt": ["Mở"], "origin": ["o"], "id": ["1"]}), stage / "kept" / "part-0.parquet")
+    write_parquet(pa.table({"src": ["x"], "tgt": [""], "reason": ["empty"]}), stage / "rejects" / "part-0.parquet")
+    (stage / "report.json").write_text("{}")
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        assert read_corpus(stage)["src"].to_pylist() == ["Open"]
+    assert "is a stage's output: reading its kept/ pairs" in caplog.text
+
+
+def test_gzip_and_suffixes_in_any_case(tmp_path):
+    import gzip
+
+    (tmp_path / "up.tsv.GZ").write_bytes(gzip.compress("Open\tMở\n".encode()))
+    assert read_corpus(tmp_path / "up.tsv.GZ")["tgt"].to_pylist() == ["Mở"]
+    po = 'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "Open"\nmsgstr "Mở"\n'
+    (tmp_path / "vi.po.gz").write_bytes(gzip.compress(po.encode()))
+    (tmp_path / "VI.PO").write_text(po, encoding="utf-8")
+    (tmp_path / "vi.pot").write_text(po, encoding="utf-8")
+    for name in ("vi.po.gz", "VI.PO", "vi.pot"):
+        assert read_corpus(tmp_path / name)["src"].to_pylist() == ["Open"], name

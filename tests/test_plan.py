@@ -124,11 +124,38 @@ def test_overrides_take_the_type_their_field_declares(raw, key, expected):
     ("train.bf16=perhaps", "`train.bf16` must be a boolean"),
     ("job.workers=two", "`job.workers` must be int"),
     ("model.haeds=4", "did you mean `heads`?"),
-    ("model.preset=huge", "unknown model preset 'huge'"),
+    ("model.preset=huge", "override 'model.preset=huge': unknown model preset 'huge'"),  # the override, not the default job file
+    ("train.time_budget_min=-1", "override 'train.time_budget_min=-1': time_budget_min must be >= 0"),
+    ("jobs.workers=1", "(or 'job.' in a training job); did you mean `job.workers`?"),
+    ("job.workers", "override 'job.workers' must look like key=value"),
 ])
 def test_bad_overrides_name_the_key(raw, message):
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
         TrainingJob.load(None, [raw])
+    assert "default_job.yaml" not in str(err.value)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("model: tiny\n", "`model` config must be a mapping"),  # with the early override below: not a TypeError
+    ("job: []\n", "`job` config must be a mapping"),  # not an empty section
+    ("train: {1: 2, foo: 3}\n", "unknown `train` key(s) [1, 'foo']"),  # keys of two types
+])
+def test_bad_sections_are_named_even_with_an_early_override(tmp_path, body, message):
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(body)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        TrainingJob.load(cfg, ["model.preset=tiny"])
+
+
+def test_a_yaml_exponent_without_a_dot_is_a_number(tmp_path):
+    """PyYAML reads `1e-3` as a string (YAML 1.1 wants `1.0e-3`); a float field reads it as the number."""
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("model: {preset: auto}\ntrain: {lr_scale: 5e-1, time_budget_min: 1e1, label_smoothing: 1E-1}\n")
+    job = TrainingJob.load(cfg)
+    assert (job.run.train.lr_scale, job.run.train.label_smoothing) == (0.5, 0.1)
+    cfg.write_text("train: {lr_scale: 1e-3x}\n")
+    with pytest.raises(ConfigError, match="`train.lr_scale` must be float"):
+        TrainingJob.load(cfg)
 
 
 def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):

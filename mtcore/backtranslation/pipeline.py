@@ -58,27 +58,23 @@ def read_mono(path: str | Path) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise BTError(f"--mono: {path} not found")
-    if path.suffix == ".parquet" or path.is_dir():
-        table = read_parquet_table(path)
-        if "text" not in table.column_names:
-            raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
-        from mtcore.data.corpus import is_text_type
+    from mtcore.data.corpus import CorpusError, _decode_lines, as_strings, is_text_type, origin_and_id, read_parquet_files
 
-        if not is_text_type(table.schema.field("text").type):
-            raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
-        table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
-    else:
-        from mtcore.data.corpus import CorpusError, _decode_lines
-
-        try:
+    try:
+        if path.suffix.lower() == ".parquet" or path.is_dir():
+            table = read_parquet_files(path)  # every part with the same columns, or an error naming the one that differs
+            if "text" not in table.column_names:
+                raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
+            if not is_text_type(table.schema.field("text").type):
+                raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
+            table = as_strings(table, "text")
+            table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
+        else:
             table = pa.table({"text": _decode_lines(path)})
-        except CorpusError as err:
-            raise BTError(f"--mono: {err}") from None
+        table = origin_and_id(table, path)
+    except CorpusError as err:
+        raise BTError(f"--mono: {err}") from None
     n = len(table)
-    if "origin" not in table.column_names:
-        table = table.append_column("origin", pa.array([path.name] * n, pa.string()))
-    if "id" not in table.column_names:
-        table = table.append_column("id", pa.array([f"{path.name}:{i + 1}" for i in range(n)], pa.string()))
     table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["text"])), 0))
     if len(table) == 0:
         raise BTError(f"--mono: {path} holds no non-empty sentence")

@@ -152,7 +152,7 @@ def _mo_string(data: bytes, order: str, table: int, index: int, path: Path) -> b
 
 def _mo_raw_pairs(path: Path) -> list[tuple[bytes, bytes]]:
     """All (msgid bytes, msgstr bytes) in a .mo, header included."""
-    data = path.read_bytes()
+    data = _catalog_bytes(path)
     order, count, ids_at, strs_at = _mo_header(data, path)
     return [
         (
@@ -233,6 +233,9 @@ def _po_unquote(token: str, path: Path, line: int) -> str:
         elif octal:
             out.append(chr(int(octal.group(0), 8)))
             i += 1 + len(octal.group(0))
+        elif code == "x" and (hexa := re.match(r"[0-9a-fA-F]{1,2}", body[i + 2 :])):  # \xHH, as msgfmt reads it
+            out.append(chr(int(hexa.group(0), 16)))
+            i += 2 + len(hexa.group(0))
         else:
             raise CatalogError(f"{path}:{line}: unknown escape \\{code}")
     return "".join(out)
@@ -265,7 +268,7 @@ class _PoMessage:
 
 def _po_decode(path: Path) -> list[str]:
     """Read a .po file with the charset its header declares, as lines."""
-    data = path.read_bytes()
+    data = _catalog_bytes(path)
     match = re.search(rb'"Content-Type:[^"]*charset=\s*([-\w.:]+)', data)
     try:
         charset = charset_from_header("charset=" + match.group(1).decode("ascii")) if match else DEFAULT_CHARSET
@@ -276,7 +279,15 @@ def _po_decode(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise CatalogError(f"{path}:{line}: invalid {charset} ({data[err.start:err.start + 4]!r})") from None
-    return text.lstrip("\ufeff").splitlines()
+    # Lines end at \n (\r\n, \r): not at U+2028, U+0085 or a form feed, which `str.splitlines` also splits
+    # at and msgfmt reads as text inside a comment or string.
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").removesuffix("\n").split("\n")
+
+
+def _catalog_bytes(path: Path) -> bytes:
+    from mtcore.data.corpus import read_bytes  # gzip'd catalogs (po.gz) as the text readers take them
+
+    return read_bytes(path)
 
 
 def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool, skipped: Counter) -> list[CatalogEntry]:
@@ -372,9 +383,10 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
 def read_catalog(path: str | Path, include_fuzzy: bool = False, skipped: Counter | None = None) -> list[CatalogEntry]:
     """Read a ``.mo`` or ``.po`` file, chosen by its suffix."""
     path = Path(path)
-    if path.suffix == ".mo":
+    suffix = (Path(path.stem).suffix if path.suffix.lower() == ".gz" else path.suffix).lower()  # x.po.gz is a .po
+    if suffix == ".mo":
         return read_mo(path)
-    if path.suffix in (".po", ".pot"):
+    if suffix in (".po", ".pot"):
         return read_po(path, include_fuzzy=include_fuzzy, skipped=skipped)
     raise CatalogError(f"{path}: not a gettext catalog (expected .po or .mo)")
 

@@ -56,14 +56,20 @@ def empty_rejects() -> pa.Table:
 # --------------------------------------------------------------------------- text files
 
 
-def _decode_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (gzip'd if it ends in .gz) without their ends; BOM and CRLF are normalised."""
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, decompressed when its name ends in .gz (any case)."""
     raw = path.read_bytes()
-    if path.suffix == ".gz":
+    if path.suffix.lower() == ".gz":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as err:
             raise CorpusError(f"{path}: not a readable gzip file: {err}") from None
+    return raw
+
+
+def _decode_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file (gzip'd if it ends in .gz) without their ends; BOM and CRLF are normalised."""
+    raw = read_bytes(path)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
@@ -83,6 +89,13 @@ def _table(src: list[str], tgt: list[str], origin: str, ids: list[str]) -> pa.Ta
     return pa.table({"src": src, "tgt": tgt, "origin": [origin] * len(src), "id": ids}, schema=SCHEMA)
 
 
+TSV_HEADERS = {("src", "tgt"), ("source", "target"), ("en", "vi"), ("english", "vietnamese")}  # a first line that names columns
+
+
+def _csv_quoted(field: str) -> bool:
+    return len(field) >= 2 and field[0] == field[-1] == '"' and '""' in field[1:-1]
+
+
 def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
     """`src<TAB>tgt` per line. Strict: a line with another column count is an error naming it.
 
@@ -91,17 +104,26 @@ def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
     from mtcore.data.ledger import rejects_table
 
     path = Path(path)
-    src, tgt, ids, bad = [], [], [], []
+    src, tgt, ids, bad, quoted = [], [], [], [], []
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
+        if line_no == 1 and tuple(c.strip().lower() for c in cols) in TSV_HEADERS:
+            log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
+            continue
         if len(cols) != 2:
             if strict:
                 raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}")
             bad.append((line, line_no, len(cols)))
             continue
+        if any(_csv_quoted(c) for c in cols):
+            quoted.append(line_no)
         src.append(cols[0])
         tgt.append(cols[1])
         ids.append(f"{path.name}:{line_no}")
+    if quoted:  # kept as they are (a catalog string may be quoted), but a CSV writer's quoting is not text
+        log.warning("%s: %d line(s) look CSV-quoted (a field in \"...\" with doubled \"\" inside; first at line %d): their "
+                    "quotes are read as text; write TSV without quoting (pandas: quoting=csv.QUOTE_NONE)",
+                    path, len(quoted), quoted[0])
     rejects = rejects_table(
         src=[b[0] for b in bad],
         tgt=[""] * len(bad),
@@ -147,11 +169,26 @@ def is_parallel_prefix(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -
 
 def parquet_schema(path: str | Path) -> pa.Schema:
     """The schema of a Parquet file or directory, checked against the contract without reading rows."""
+    path = Path(path)
+    schema = parquet_files_schema(path)
+    missing = [c for c in ("src", "tgt") if c not in schema.names]
+    if missing:
+        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' "
+                          f"(found {schema.names})")
+    for name in ("src", "tgt"):
+        if not is_text_type(schema.field(name).type):
+            raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
+    return schema
+
+
+def parquet_files_schema(path: Path) -> pa.Schema:
+    """The schema of a Parquet file or directory whose files all agree on it; any columns."""
     import pyarrow.dataset as pads
 
-    path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
+    if path.is_dir() and not any(path.rglob("*.parquet")):
+        raise CorpusError(f"{path}: directory holds no .parquet files")
     try:
         dataset = pads.dataset(str(path), format="parquet")
         schema = dataset.schema
@@ -163,18 +200,29 @@ def parquet_schema(path: str | Path) -> pa.Schema:
                                       f"{_columns(schema)}; every Parquet file of {path} must have the same columns")
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
-    missing = [c for c in ("src", "tgt") if c not in schema.names]
-    if missing:
-        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' "
-                          f"(found {schema.names})")
-    for name in ("src", "tgt"):
-        if not is_text_type(schema.field(name).type):
-            raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
     return schema
 
 
+def read_parquet_files(path: Path) -> pa.Table:
+    """The rows of a Parquet file or directory (`parquet_files_schema`'s checks first), any columns."""
+    parquet_files_schema(path)
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
+
+
 def is_text_type(typ: pa.DataType) -> bool:
-    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    """Strings in any of Arrow's layouts (pandas' `category` is a dictionary of strings)."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ)
+
+
+def as_strings(table: pa.Table, name: str) -> pa.Table:
+    """Column `name` as plain strings (from a dictionary, a view, large strings)."""
+    i = table.schema.get_field_index(name)
+    return table if table.schema.field(i).type == pa.string() else table.set_column(i, name, pc.cast(table[name], pa.string()))
 
 
 def _columns(schema: pa.Schema) -> str:
@@ -191,20 +239,47 @@ def read_parquet(path: str | Path) -> pa.Table:
     they are derived for Parquet: origin = the file or folder name, id = `NAME:ROW`)."""
     path = Path(path)
     parquet_schema(path)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
+    table = read_parquet_files(path)
     for name in ("src", "tgt"):
+        table = as_strings(table, name)
         if nulls := table[name].null_count:
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
             log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
             table = table.set_column(table.schema.get_field_index(name), name, pc.fill_null(table[name], ""))
+    return origin_and_id(table, path)
+
+
+def origin_and_id(table: pa.Table, path: Path) -> pa.Table:
+    """`origin` and `id` as the contract has them: derived where absent (origin = the file or folder name,
+    id = `NAME:ROW`, ROW from 1 as the text readers number lines), strings, filled where null, unique."""
+    derived_ids = pa.array([f"{path.name}:{i}" for i in range(1, len(table) + 1)], pa.string())
     if "origin" not in table.column_names:
         table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
+    else:
+        table = _user_column(table, "origin", path, pa.array([path.name] * len(table), pa.string()))
     if "id" not in table.column_names:
-        # NAME:N with N counted from 1, as the text readers number their lines
-        table = table.append_column("id", pa.array([f"{path.name}:{i}" for i in range(1, len(table) + 1)], pa.string()))
+        table = table.append_column("id", derived_ids)
+    else:
+        table = _user_column(table, "id", path, derived_ids)
+        if (dupes := len(table) - pc.count_distinct(table["id"]).as_py()) > 0:
+            # ids key rejects, synthetic pairs and lineage to their rows: they must be unique
+            log.warning("%s: column 'id' has %d repeated value(s): ids derived as %s:ROW instead", path, dupes, path.name)
+            table = table.set_column(table.schema.get_field_index("id"), "id", derived_ids)
+    return table
+
+
+def _user_column(table: pa.Table, name: str, path: Path, fallback: pa.Array) -> pa.Table:
+    """A stored `origin`/`id` column as strings (numbers are cast), its nulls filled from `fallback` with a warning."""
+    i = table.schema.get_field_index(name)
+    typ = table.schema.field(i).type
+    if not is_text_type(typ):
+        if not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)):
+            raise CorpusError(f"{path}: column '{name}' must be strings (or numbers), found {typ}")
+        log.info("%s: column '%s' holds %s values: read as strings", path, name, typ)
+    table = as_strings(table, name)
+    if nulls := table[name].null_count:
+        log.warning("%s: %d null '%s' value(s): filled in as %s", path, nulls, name, "the file name" if name == "origin" else "NAME:ROW")
+        table = table.set_column(i, name, pc.if_else(pc.is_null(table[name]), fallback, table[name]))
     return table
 
 
@@ -214,9 +289,10 @@ def read_parquet(path: str | Path) -> pa.Table:
 def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt_lang: str = "vi") -> LoadedCorpus:
     """Read any supported corpus format; the format is chosen by what `path` is."""
     path = Path(path)
+    if path.is_dir() and (path / "kept").is_dir() and ((path / "report.json").is_file() or (path / "_stage.json").is_file()):
+        log.warning("%s is a stage's output: reading its kept/ pairs (%s)", path, path / "kept")
+        path = path / "kept"
     if path.is_dir():
-        if not any(path.rglob("*.parquet")):
-            raise CorpusError(f"{path}: directory holds no .parquet files")
         table = read_parquet(path)
         rejects = empty_rejects()
     elif path.is_file():
@@ -225,7 +301,7 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
             suffix = Path(path.stem).suffix.lower()
         if suffix == ".parquet":
             table, rejects = read_parquet(path), empty_rejects()
-        elif suffix in (".po", ".mo"):
+        elif suffix in (".po", ".mo", ".pot"):
             from mtcore.data.catalogs import catalog_table
 
             table, rejects = catalog_table(path, origin=path.name), empty_rejects()

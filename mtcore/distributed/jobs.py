@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 
-from mtcore.config import (AUTO, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings, load_yaml,
-                           parse_value)
+from mtcore.config import (AUTO, PRESETS, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings,
+                           load_yaml, parse_value, yaml11_float)
 from mtcore.data.paths import DEV, TEST
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
@@ -34,8 +34,15 @@ def apply_early_overrides(data: dict, overrides: list[str]) -> tuple[dict, list[
     for item in early:
         key, _, raw = item.partition("=")
         section, name = key.strip().split(".")
-        data[section] = {**(data.get(section) or {}), name: raw.strip() if name == "preset" else
-                         parse_value(raw, float, key.strip())}
+        value = raw.strip() if name == "preset" else parse_value(raw, float, key.strip())
+        # Checked here, so that an error names the override, not the job file it was applied to.
+        if name == "preset" and value != AUTO and value not in PRESETS:
+            raise ConfigError(f"override {item!r}: unknown model preset {value!r}; choose from {[AUTO, *sorted(PRESETS)]}")
+        if name == "time_budget_min" and not value >= 0:
+            raise ConfigError(f"override {item!r}: time_budget_min must be >= 0 (0 = no limit)")
+        current = data.get(section)
+        _check_mapping({} if current is None else current, section)
+        data[section] = {**(current or {}), name: value}
     return data, [o for o in overrides if o not in early]
 
 
@@ -110,10 +117,11 @@ class TrainingJob:
         if unknown:
             raise ConfigError(f"{source}: unknown section(s) {unknown}; expected job, model, train")
         try:
-            for name in ("job", "model", "train"):
-                _check_mapping(d.get(name) or {}, name)
-            sections, note = _resolve_auto({k: d.get(k) or {} for k in ("model", "train")}, gpus)
-            return cls(job=_from_dict(JobConfig, d.get("job") or {}, "job"), run=RunConfig.from_dict(sections),
+            section = {name: {} if d.get(name) is None else d[name] for name in ("job", "model", "train")}  # `job:` alone is empty
+            for name, body in section.items():
+                _check_mapping(body, name)  # `job: []`, `model: 0`: an error, not an empty section
+            sections, note = _resolve_auto({k: section[k] for k in ("model", "train")}, gpus)
+            return cls(job=_from_dict(JobConfig, section["job"], "job"), run=RunConfig.from_dict(sections),
                        preset_note=note)
         except ConfigError as err:
             raise ConfigError(f"{source}: {err}") from None
@@ -132,6 +140,9 @@ class TrainingJob:
         return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} must look like key=value (e.g. train.warmup=2000)")
         job_items = [o.split(".", 1)[1] for o in overrides if o.startswith("job.")]
         run_items = [o for o in overrides if not o.startswith("job.")]
         return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=self.run.with_overrides(run_items),
@@ -177,6 +188,8 @@ def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict]
         return {"model": model, "train": train}, ""
     model.pop("preset")
     budget = train.get("time_budget_min", 0.0)
+    if isinstance(budget, str) and yaml11_float(budget) is not None:  # `time_budget_min: 1e1`
+        budget = train["time_budget_min"] = yaml11_float(budget)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
     auto_model, auto_train, why = auto_settings(float(budget), gpus)
