@@ -92,6 +92,10 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     body["report"]["dev_bleu"] = -1.0
     marker.write_text(json.dumps(body))
     assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out))).reused == shared
+    # --overwrite with other settings: every stage made again, under a new MLflow run (the old one keeps its figures)
+    over = run_backtranslation(config(bt_inputs, out, mode="beam", tag=False, overwrite=True))
+    assert over.reused == [] and over.mlflow_run_id and over.mlflow_run_id != result.mlflow_run_id
+    assert resolve_data(out)[1]["mlflow_run_id"] == over.mlflow_run_id
 
 
 def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt_inputs):
@@ -301,6 +305,16 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     write_parquet(pa.table({"text": [1, 2]}), tmp_path / "numbers.parquet")
     with pytest.raises(BTError, match="column `text` must be strings"):
         read_mono(tmp_path / "numbers.parquet")
+    write_parquet(pa.table({"sentence": ["ba"]}), folder / "part-2.parquet")  # a part with another column: named, not dropped
+    with pytest.raises(BTError, match="part-2.parquet: its columns .* differ"):
+        read_mono(folder)
+    (tmp_path / "broken.parquet").write_text("not parquet")
+    with pytest.raises(BTError, match="broken.parquet: not readable as Parquet"):
+        read_mono(tmp_path / "broken.parquet")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("câu\n")
+    with pytest.raises(BTError, match="texts: directory holds no .parquet files"):
+        read_mono(tmp_path / "texts")
 
 
 def test_default_outputs_lie_under_the_home_of_the_run_not_of_the_import(monkeypatch, tmp_path):

@@ -6,10 +6,12 @@ a directory of files, such as a stage's `kept/`), TSV (`src<TAB>tgt`), a pair of
 plain-text files named by their common prefix (`train` → `train.en` +
 `train.vi`, the Moses/IWSLT layout) and gettext `.po`/`.mo` catalogs.
 
-Bad input fails loudly with the file (and line) at fault; the only quiet fix-ups
-are a UTF-8 BOM and CRLF line ends, which are normalised, and null src/tgt values in
-Parquet, read as empty text with a warning (the cleaning stage rejects them as `empty`). Under non-strict TSV
-reading, malformed lines are not dropped but returned as reason-coded rejects.
+Bad input fails loudly with the file (and line) at fault. The only quiet fix-ups are a UTF-8 BOM and
+CRLF line ends, which are normalised, and strings stored in another Arrow layout (a dictionary, a view).
+Fix-ups with a warning: null src/tgt values in Parquet read as empty text (the cleaning stage rejects them
+as `empty`); a TSV header row (`src<TAB>tgt`) skipped; stored `origin`/`id` values that are null, numbers
+or repeated, made strings or derived. Under non-strict TSV reading, malformed lines are not dropped but
+returned as reason-coded rejects.
 """
 
 from __future__ import annotations
