@@ -219,3 +219,11 @@ def test_gzip_and_suffixes_in_any_case(tmp_path):
     (tmp_path / "vi.pot").write_text(po, encoding="utf-8")
     for name in ("vi.po.gz", "VI.PO", "vi.pot"):
         assert read_corpus(tmp_path / name)["src"].to_pylist() == ["Open"], name
+
+
+def test_one_side_of_a_pair_points_at_its_prefix(tmp_path):
+    (tmp_path / "train.en").write_text("Open\n")
+    (tmp_path / "train.vi").write_text("Mở\n")
+    with pytest.raises(CorpusError, match=r"train.en: one side of a line-aligned pair; pass the prefix .*train \(it reads train.en \+ train.vi\)"):
+        read_corpus(tmp_path / "train.en")
+    assert read_corpus(tmp_path / "train")["tgt"].to_pylist() == ["Mở"]

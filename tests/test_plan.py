@@ -147,6 +147,14 @@ def test_bad_sections_are_named_even_with_an_early_override(tmp_path, body, mess
         TrainingJob.load(cfg, ["model.preset=tiny"])
 
 
+def test_a_home_path_in_a_job_file_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("job: {train_data: ~/corpus.tsv, dev_data: ~/dev.tsv}\n")
+    job = TrainingJob.load(cfg).job
+    assert (job.train_data, job.dev_data) == (str(tmp_path / "corpus.tsv"), str(tmp_path / "dev.tsv"))
+
+
 def test_a_yaml_exponent_without_a_dot_is_a_number(tmp_path):
     """PyYAML reads `1e-3` as a string (YAML 1.1 wants `1.0e-3`); a float field reads it as the number."""
     cfg = tmp_path / "job.yaml"

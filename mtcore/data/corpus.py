@@ -310,6 +310,10 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
         elif suffix in (".tsv", ".txt", ".tab"):
             loaded = read_tsv(path, strict=strict)
             table, rejects = loaded.table, loaded.rejects
+        elif suffix in (f".{src_lang}", f".{tgt_lang}"):
+            prefix = path.with_suffix("") if path.suffix.lower() != ".gz" else Path(path.stem).with_suffix("")
+            raise CorpusError(f"{path}: one side of a line-aligned pair; pass the prefix {path.parent / prefix.name} "
+                              f"(it reads {prefix.name}.{src_lang} + {prefix.name}.{tgt_lang})")
         else:
             raise CorpusError(f"{path}: unknown corpus format '{suffix}' (expected .parquet, .tsv[.gz], .po, .mo "
                               f"or a PREFIX of PREFIX.{src_lang}/PREFIX.{tgt_lang}[.gz])")

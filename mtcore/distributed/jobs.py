@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,9 @@ class JobConfig:
     fail_rank: int = 1
 
     def __post_init__(self):
+        for name in ("train_data", "dev_data", "test_data"):  # `~/corpus.tsv` in a job file: the shell did not expand it
+            if str(getattr(self, name)).startswith("~"):
+                object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
         if self.use_gpu not in ("auto", "yes", "no"):
             raise ConfigError(f"`job.use_gpu` must be auto, yes or no, not {self.use_gpu!r}")
         for name in ("train_limit", "vocab_size", "workers", "max_failures", "test_limit", "fail_at_step"):
