@@ -236,3 +236,13 @@ def test_po_lines_end_only_at_newlines_and_hex_escapes_are_read(tmp_path):
                   'msgid "Line\u2028two"\nmsgstr "D\\x41ng"\n\nmsgid "Quit"\nmsgstr "Thoát"\n', encoding="utf-8")
     entries = read_po(po)
     assert [(e.msgid, e.msgstr) for e in entries] == [("Line\u2028two", "DAng"), ("Quit", "Thoát")]
+
+
+def test_a_message_defined_twice_is_refused_as_msgfmt_refuses_it(tmp_path):
+    from mtcore.data.catalogs import CatalogError, read_po
+
+    po = tmp_path / "dup.po"
+    po.write_text('msgid "Open"\nmsgstr "Mở"\n\nmsgctxt "menu"\nmsgid "Open"\nmsgstr "Mở ra"\n\nmsgid "Open"\nmsgstr "Mở tệp"\n',
+                  encoding="utf-8")
+    with pytest.raises(CatalogError, match="dup.po: duplicate message definition: msgid 'Open'"):
+        read_po(po)

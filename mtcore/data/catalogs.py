@@ -373,7 +373,15 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
         value = _po_unquote(match.group(3), path, number)
         _po_keyword(msg, keyword, match.group(2), value, path, number)
         msg.last = match.group(1)
-    return entries + _po_finish(msg, path, include_fuzzy, skipped)
+    entries += _po_finish(msg, path, include_fuzzy, skipped)
+    seen: set[tuple[str, str, int]] = set()
+    for e in entries:  # msgfmt refuses a catalog that defines a message twice: which translation is meant?
+        key = (e.context, e.msgid, e.plural_index)
+        if key in seen:
+            where = f" (msgctxt {e.context!r})" if e.context else ""
+            raise CatalogError(f"{path}: duplicate message definition: msgid {e.msgid[:60]!r}{where}")
+        seen.add(key)
+    return entries
 
 
 # ---------------------------------------------------------------------------
