@@ -37,6 +37,19 @@ def input_file(name: str, path: str | Path) -> Path:
     return path
 
 
+def output_file(name: str, path: str | Path) -> Path:
+    """A file that can be written: not a directory, in a folder that exists and is writable."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{name}: {path} is a directory; pass a file path")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{name}: {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{name}: {path} is not writable; choose a path you may write to")
+    return path
+
+
 def output_dir(path: str | Path, name: str = "--output") -> Path:
     """An output directory that exists or can be made, is a directory and can be written to.
 

@@ -126,6 +126,16 @@ CATALOGUE = [
          culprit="part-1.parquet", absent="new_out"),
     case("align-docs-blank-document", DOCS, "--src", "{blank_doc}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--encoder", "{encoder}", culprit="blank.txt", absent="new_out"),
+    # --- found by a review of the decoding and export commands (session 14)
+    case("evaluate-empty-references", E, "--model", "{ckpt}", "--test", "{empty_refs}", culprit="every reference"),
+    case("translate-output-folder-missing", T, "--model", "{ckpt}", "-o", "{new_out}/out.vi", culprit="-o/--output",
+         stdin=b"hello\n", absent="new_out"),
+    case("export-force-onto-its-checkpoint", "-m mtcore.export", "--to", "ctranslate2", "{ckpt_export}", "{ckpt_export}", "--force",
+         culprit="inside the checkpoint"),
+    case("align-docs-encoder-is-a-translation-model", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--encoder", "{ckpt}", culprit="a translation checkpoint, not a sentence encoder", absent="new_out"),
+    case("align-docs-encoder-path-missing", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--encoder", "{nothing}/encoder", culprit="encoder directory not found", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))
@@ -205,6 +215,9 @@ def _kit(root: Path) -> dict[str, str]:
     k["mixed_parts"].mkdir()
     pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), k["mixed_parts"] / "part-0.parquet")
     pq.write_table(pa.table({"source": ["Save"], "target": ["Lưu"]}), k["mixed_parts"] / "part-1.parquet")
+    k["empty_refs"] = root / "empty_refs.tsv"
+    k["empty_refs"].write_text("Open\t\nSave\t \n", encoding="utf-8")
+    k["ckpt_export"] = shutil.copytree(k["ckpt"], root / "ckpt_export")
     k["blank_doc"] = root / "blank.txt"
     k["blank_doc"].write_text("\n  \n\n", encoding="utf-8")
     k["a_file"] = root / "a_file"

@@ -171,6 +171,21 @@ def test_existing_output_is_refused_unless_forced(ckpt, tmp_path):
     assert not (tmp_path / "out" / "keep.txt").exists()
 
 
+def test_force_never_removes_the_checkpoint_it_exports(ckpt, tmp_path, capsys):
+    import shutil
+
+    own = tmp_path / "run" / "best"
+    shutil.copytree(ckpt.path, own)
+    before = sorted(p.name for p in own.iterdir())
+    for out in (own, own.parent, own / "ct2"):  # the checkpoint, the run holding it, a folder inside it
+        assert main(["--to", "ctranslate2", str(own), str(out), "--force"]) == 2
+        assert "this is, holds or lies inside the checkpoint" in capsys.readouterr().err
+    assert sorted(p.name for p in own.iterdir()) == before
+    (tmp_path / "afile").write_text("x")
+    assert main(["--to", "ctranslate2", str(own), str(tmp_path / "afile")]) == 2
+    assert capsys.readouterr().err.strip().endswith("a file, not a directory; choose another OUT")
+
+
 def test_rnn_and_pre_norm_hf_fail_with_one_clear_line(tokenizer, tmp_path, capsys):
     rnn = build_model(ModelConfig.preset("tiny", arch="rnn"), vocab_size=tokenizer.vocab_size)
     save_checkpoint(tmp_path / "rnn", rnn, tokenizer)

@@ -64,8 +64,31 @@ def test_n_best_lists_the_beams_best_first(ckpt, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--n-best", "5", "--beam", "4"], "--n-best: 5 needs beam search with --beam >= 5"),
     (["-i", "/nonexistent/in.txt"], "-i/--input: /nonexistent/in.txt not found"),
+    (["-o", "/nonexistent/typo/out.vi"], "-o/--output: /nonexistent/typo/out.vi: folder /nonexistent/typo does not exist"),
+    (["--device", "cuda:99"], "--device: cuda:99"),  # no machine has 100 GPUs: the same error with CUDA or without
+    (["--device", "gpu"], "--device: 'gpu' is not a device"),
+    (["--max-len-a", "inf"], "--max-len-a: inf is not a finite number"),
+    (["--max-len-a", "0"], "--max-len-a: 0.0 is out of range; pass a value > 0"),
+    (["--sample", "--temperature", "nan"], "--temperature: nan is not a finite number"),
 ])
 def test_bad_options_fail_in_one_line(ckpt, argv, message, capsys):
     assert main(["--model", str(ckpt.path), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {message}"), err
+
+
+def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path):
+    """One output line per input line: a blank input line is a blank output line (a model asked to translate nothing
+    invents text), and a translation's own line or cell breaks are escaped."""
+    from mtcore.nmt.translate import one_cell
+
+    lines = [SOURCES[0], "", "   ", SOURCES[1]]
+    (tmp_path / "in.txt").write_bytes(("\ufeff" + "\n".join(lines[:4]) + "\n").encode("utf-8"))  # a BOM before line 1
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--scores"]) == 0
+    rows = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    expected = translate(ckpt.model, ckpt.tokenizer, [SOURCES[0], SOURCES[1]], beam=5)
+    assert [r.split("\t")[1] for r in rows] == [expected[0], "", "", expected[1]]
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "nbest.txt"), "--n-best", "2"]) == 0
+    nbest = [r.split("\t") for r in (tmp_path / "nbest.txt").read_text(encoding="utf-8").splitlines()]
+    assert [int(r[0]) for r in nbest] == [0, 0, 1, 2, 3, 3] and [r[2] for r in nbest if r[0] in ("1", "2")] == ["", ""]
+    assert one_cell("a\tb\r\nc\u2028d") == "a\\tb\\r\\nc d" and len(one_cell("x\x1dy").splitlines()) == 1

@@ -109,4 +109,6 @@ def load_encoder(spec: str = BUILTIN, device: str = "cpu"):
     path = Path(spec).expanduser()
     if path.exists() and not path.is_dir():
         raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
+    if not path.exists() and spec.startswith(("/", ".", "~")):  # a path, not a model name such as org/name
+        raise EncoderError(f"{spec}: encoder directory not found")
     return SentenceTransformerEncoder(spec, device=None if device == "cpu" else device)

@@ -165,7 +165,11 @@ def load_builtin(directory: str | Path, device: str = "cpu") -> SentenceEncoder:
     directory = Path(directory)
     if not is_encoder_dir(directory):
         raise EncoderError(f"{directory}: not an mtcore encoder (needs {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
-    cfg = EncoderConfig.from_dict(json.loads((directory / CONFIG_FILE).read_text()))
+    body = json.loads((directory / CONFIG_FILE).read_text())
+    if isinstance(body, dict) and {"model", "train"} <= set(body):  # the layout of mtcore.nmt.checkpoint's config.json
+        raise EncoderError(f"{directory}: a translation checkpoint, not a sentence encoder; pass 'builtin' or a directory "
+                           "from pipelines/train_encoder.py")
+    cfg = EncoderConfig.from_dict(body)
     model = DualEncoder(cfg)
     model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
     return SentenceEncoder(model, Tokenizer(directory / SPM_FILE), directory, device)

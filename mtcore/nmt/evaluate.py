@@ -11,6 +11,7 @@ the columns (and must match the model's direction).
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import time
@@ -62,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         table = table.slice(0, args.limit)
     src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])
+    empty = [i for i, ref in enumerate(tgt) if not ref.strip()]
+    if tgt and len(empty) == len(tgt):
+        raise checks.UsageError(f"--test {args.test}: every reference ({direction.split('-')[1]} side) is empty; nothing to score against")
+    if empty:  # scored as they are: a hypothesis against an empty reference only lowers the score
+        logging.getLogger(__name__).warning("--test %s: %d of %d references are empty (first: pair %d); they lower BLEU and chrF",
+                                            args.test, len(empty), len(tgt), empty[0] + 1)
 
     t0 = time.perf_counter()
     hyps = translate(ckpt.model, ckpt.tokenizer, src, decode_config(args), bt_tag=args.bt_tag,

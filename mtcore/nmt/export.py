@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from mtcore.console import add_common_options, program
+from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import SPM, Checkpoint, load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY
 from mtcore.nmt.model import Transformer
@@ -74,7 +75,13 @@ def load_transformer(directory: str | Path) -> Checkpoint:
     return ckpt
 
 
-def _prepare_out(out: Path, force: bool) -> None:
+def _prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
+    if source is not None:  # --force removes OUT: never the checkpoint, or a folder holding it, or one inside it
+        src, dst = source.resolve(), out.resolve()
+        if dst == src or src.is_relative_to(dst) or dst.is_relative_to(src):
+            raise ExportError(f"{out}: this is, holds or lies inside the checkpoint {source}; choose an OUT outside it")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out}: a file, not a directory; choose another OUT")
     if out.exists() and any(out.iterdir()):
         if not force:
             raise ExportError(f"{out}: exists and is not empty (--force replaces it)")
@@ -173,7 +180,7 @@ def to_ctranslate2(checkpoint: str | Path, out: str | Path, *, quantization: str
         def _load(self):
             return ctranslate2_spec(ckpt.model, pieces)
 
-    _prepare_out(out, force)
+    _prepare_out(out, force, ckpt.path)
     _Loaded().convert(str(out), quantization=quantization, force=True)
     shutil.copyfile(ckpt.path / SPM, out / SPM)
     _write_info(ckpt, out, "ctranslate2", quantization=quantization or "float32")
@@ -275,7 +282,7 @@ def to_hf(checkpoint: str | Path, out: str | Path, *, force: bool = False, beam:
     if ckpt.model_cfg.pre_norm:
         raise ExportError(f"{checkpoint}: a pre-norm Transformer; Marian (HF) is post-norm only: export it with "
                           "--to ctranslate2, which has both layouts")
-    _prepare_out(out, force)
+    _prepare_out(out, force, ckpt.path)
     max_length = ckpt.model_cfg.max_positions - 1
     hf = MarianMTModel(marian_config(ckpt.model, max_length)).eval()
     own = hf.state_dict()
@@ -312,6 +319,7 @@ def export(fmt: str, checkpoint: str | Path, out: str | Path, *, quantization: s
     return to_ctranslate2(checkpoint, out, quantization=quantization, force=force)
 
 
+@entry_point
 def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None = None) -> int:
     """`resolve` turns a non-directory reference (an MLflow `runs:/…` URI) into a local checkpoint
     directory; the `mtcore.export` entry point passes the tracking layer's."""

@@ -14,6 +14,7 @@ line, best first, each with its input line number (from 0) and score.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import torch
@@ -49,18 +50,42 @@ def check_decoding_args(args: argparse.Namespace) -> None:
     """Ranges of the shared options, before the model is loaded."""
     checks.at_least("--beam", args.beam, 1)
     checks.at_least("--batch-size", args.batch_size, 1)
-    for name in ("len_penalty", "max_len_a", "max_len_b", "top_k"):
+    for name in ("len_penalty", "max_len_a", "temperature", "top_p"):  # inf/nan would pass the range checks below
+        if not math.isfinite(getattr(args, name)):
+            raise checks.UsageError(f"--{name.replace('_', '-')}: {getattr(args, name)} is not a finite number")
+    for name in ("len_penalty", "max_len_b", "top_k"):
         checks.at_least("--" + name.replace("_", "-"), getattr(args, name), 0)
+    if args.max_len_a <= 0:
+        raise checks.UsageError(f"--max-len-a: {args.max_len_a} is out of range; pass a value > 0 (output length ≤ a·source + b)")
+    check_device(args.device)
     if args.temperature <= 0:
         raise checks.UsageError(f"--temperature: {args.temperature} is out of range; pass a value > 0")
     if not 0 < args.top_p <= 1:
         raise checks.UsageError(f"--top-p: {args.top_p} is out of range; pass a value in (0, 1]")
 
 
+def check_device(device: str) -> None:
+    """A torch device this machine has, before a model is loaded onto it."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise checks.UsageError(f"--device: {device!r} is not a device; use cpu or cuda") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise checks.UsageError(f"--device: {device} is not available on this machine (no CUDA GPU); use --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise checks.UsageError(f"--device: {device}: this machine has {torch.cuda.device_count()} GPU(s), numbered from 0")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise checks.UsageError(f"--device: {device} is not available on this machine; use --device cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise checks.UsageError(f"--device: {device}: mtcore decodes on cpu, cuda or mps")
+
+
 def read_lines(stream, name: str = "stdin") -> list[str]:
-    """Lines of a binary stream as UTF-8; a line that is not UTF-8 is an error naming it."""
+    """Lines of a binary stream as UTF-8 (a BOM is not text); a line that is not UTF-8 is an error naming it."""
     lines = []
     for i, raw in enumerate(stream, 1):
+        if i == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
         try:
             lines.append(raw.decode("utf-8").rstrip("\r\n"))
         except UnicodeDecodeError as err:
@@ -101,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         raise checks.UsageError(f"--n-best: {args.n_best} needs beam search with --beam >= {args.n_best}")
     if args.input != "-":
         checks.input_file("-i/--input", args.input)
+    if args.output != "-":  # before the decoding, not after it
+        checks.output_file("-o/--output", args.output)
     ckpt = load_checkpoint(args.model, device=args.device)
     if args.input == "-":
         lines = read_lines(sys.stdin.buffer)
@@ -111,15 +138,36 @@ def main(argv: list[str] | None = None) -> int:
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
     try:
         for row in rows:
-            out.write("\t".join(cell.replace("\n", "\\n") for cell in row) + "\n")
+            out.write("\t".join(one_cell(cell) for cell in row) + "\n")
     finally:
         if out is not sys.stdout:
             out.close()
     return 0
 
 
+_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f", "\x1c": " ", "\x1d": " ",
+                          "\x1e": " ", "\x85": " ", "\u2028": " ", "\u2029": " "})
+
+
+def one_cell(text: str) -> str:
+    """A translation as one TSV cell on one line: the characters that end a line or a cell (for `wc -l`, `cut` and
+    Python's `splitlines`) are escaped or made spaces."""
+    return text.translate(_ESCAPES)
+
+
 def translate_lines(ckpt, lines: list[str], args: argparse.Namespace) -> list[tuple[str, ...]]:
-    """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation)."""
+    """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation).
+    A blank line is translated as a blank line (a model asked for it invents text)."""
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if len(filled) < len(lines):
+        rows = translate_lines(ckpt, [lines[i] for i in filled], args) if filled else []
+        if getattr(args, "n_best", 1) > 1:  # (line, score, translation): line numbers back to the input's
+            return sorted([(str(filled[int(r[0])]), *r[1:]) for r in rows] +
+                          [(str(i), f"{0.0:.4f}", "") for i in range(len(lines)) if not lines[i].strip()], key=lambda r: int(r[0]))
+        out = [("0.0000", "") if args.scores else ("",)] * len(lines)
+        for i, row in zip(filled, rows):
+            out[i] = row
+        return out
     if not lines:
         return []
     model, tok = ckpt.model, ckpt.tokenizer
