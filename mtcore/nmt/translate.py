@@ -4,8 +4,9 @@
     python -m mtcore.translate --model DIR -i in.txt -o out.txt --scores          # SCORE<TAB>TRANSLATION
     python -m mtcore.translate --model DIR -i in.txt --n-best 3                   # LINE<TAB>SCORE<TAB>TRANSLATION
 
-One output line per input line, in order (a translation containing a newline has it
-written as a literal "\\n" so that lines stay aligned). A score is the mean log-probability
+One output line per input line, in order: a blank line gives a blank line, and a translation's
+newline, carriage return or tab is written as a literal "\\n", "\\r" or "\\t" so that lines and
+columns stay aligned. A score is the mean log-probability
 per target token (EOS included) of the translation under the model: near 0 is confident,
 below about -1.5 is worth a look. `--n-best K` writes the K best of the beam for each input
 line, best first, each with its input line number (from 0) and score.
