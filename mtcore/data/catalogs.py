@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mtcore.data.files import read_bytes
 from mtcore.errors import MtcoreError
 
 log = logging.getLogger(__name__)
@@ -285,9 +286,7 @@ def _po_decode(path: Path) -> list[str]:
 
 
 def _catalog_bytes(path: Path) -> bytes:
-    from mtcore.data.corpus import read_bytes  # gzip'd catalogs (po.gz) as the text readers take them
-
-    return read_bytes(path)
+    return read_bytes(path, CatalogError)  # gzip'd catalogs (po.gz) as the text readers take them
 
 
 def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool, skipped: Counter) -> list[CatalogEntry]:

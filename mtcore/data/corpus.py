@@ -16,11 +16,9 @@ returned as reason-coded rejects.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import logging
 import sys
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mtcore.data.files import read_bytes
 from mtcore.errors import MtcoreError
 
 log = logging.getLogger(__name__)
@@ -58,20 +57,9 @@ def empty_rejects() -> pa.Table:
 # --------------------------------------------------------------------------- text files
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes, decompressed when its name ends in .gz (any case)."""
-    raw = path.read_bytes()
-    if path.suffix.lower() == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as err:
-            raise CorpusError(f"{path}: not a readable gzip file: {err}") from None
-    return raw
-
-
 def _decode_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file (gzip'd if it ends in .gz) without their ends; BOM and CRLF are normalised."""
-    raw = read_bytes(path)
+    raw = read_bytes(path, CorpusError)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
