@@ -32,6 +32,29 @@ class ConfigError(MtcoreError, ValueError):
     """A configuration that cannot be used; the message names the key at fault."""
 
 
+def _unique_keys_loader():
+    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last silently)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue  # PyYAML's own error names an unhashable key
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"key {key!r} given twice (first at line {seen[key] + 1})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
+
+
 def load_yaml(path: str | Path) -> Any:
     """A YAML file's contents; unreadable text or bad syntax is an error naming the file and line."""
     import yaml
@@ -44,7 +67,7 @@ def load_yaml(path: str | Path) -> Any:
         line = raw[: err.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte {raw[err.start]:#04x}); save the file as UTF-8") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_keys_loader())
     except yaml.YAMLError as err:
         mark, context = getattr(err, "problem_mark", None), getattr(err, "context_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

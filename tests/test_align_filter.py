@@ -103,6 +103,10 @@ def test_config_errors():
         FilterConfig(calibration="median")
     with pytest.raises(FilterError, match="max_false_reject must be in"):
         FilterConfig(max_false_reject=0.7)
+    with pytest.raises(FilterError, match="threshold must be a finite number"):
+        FilterConfig(threshold="nan")
+    with pytest.raises(FilterError, match="--reference, --max-false-reject choose\\(s\\) the threshold under --threshold auto"):
+        FilterConfig(threshold=0.3, reference="ref.tsv", max_false_reject=0.01)
 
 
 def test_a_looser_false_reject_budget_rejects_at_least_as_much(encoder_dir):

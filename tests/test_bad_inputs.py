@@ -134,6 +134,16 @@ CATALOGUE = [
          culprit="inside the checkpoint"),
     case("align-docs-encoder-is-a-translation-model", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--encoder", "{ckpt}", culprit="a translation checkpoint, not a sentence encoder", absent="new_out"),
+    case("align-filter-encoder-is-a-translation-model", ALIGN, "--input", "{tsv}", "--output", "{new_out}", "--encoder", "{ckpt}",
+         culprit="a translation checkpoint, not a sentence encoder", absent="new_out"),  # with Ray: named before the actors
+    case("backtranslate-encoder-half-copied", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--encoder", "{half_encoder}", culprit="neither an mtcore encoder", absent="new_out"),
+    case("backtranslate-reverse-model-unknown-run", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--reverse-model", "runs:/0123456789abcdef/translator", culprit="--reverse-model runs:/0123456789abcdef", absent="new_out"),
+    case("backtranslate-ratio-nan", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}", "--ratio", "nan",
+         culprit="ratio", absent="new_out"),
+    case("clean-rules-file-empty", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_empty}", culprit="no rules",
+         absent="new_out"),
     case("align-docs-encoder-path-missing", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--encoder", "{nothing}/encoder", culprit="encoder directory not found", absent="new_out"),
 ]
@@ -215,6 +225,11 @@ def _kit(root: Path) -> dict[str, str]:
     k["mixed_parts"].mkdir()
     pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), k["mixed_parts"] / "part-0.parquet")
     pq.write_table(pa.table({"source": ["Save"], "target": ["Lưu"]}), k["mixed_parts"] / "part-1.parquet")
+    k["half_encoder"] = root / "half_encoder"
+    k["half_encoder"].mkdir()
+    shutil.copy(Path(k["encoder"]) / "config.json", k["half_encoder"] / "config.json")  # an interrupted copy
+    k["rules_empty"] = root / "rules_empty.yaml"
+    k["rules_empty"].write_text("# every rule commented out\n# - NonEmpty\n")
     k["empty_refs"] = root / "empty_refs.tsv"
     k["empty_refs"].write_text("Open\t\nSave\t \n", encoding="utf-8")
     k["ckpt_export"] = shutil.copytree(k["ckpt"], root / "ckpt_export")

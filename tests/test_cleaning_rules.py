@@ -181,6 +181,10 @@ def test_default_config_loads_every_rule():
         ([{"LengthRatio": {"min_ratio_long": 2.6}}], "min_ratio_long (2.6) must be below max_ratio"),
         ([{"TooShort": {"min_chars": -1}}], "min_chars: -1 must be >= 0"),
         ([{"Untranslated": {"near_overlap": 2}}], "near_overlap: 2 is a proportion"),
+        ([], "no rules"),  # an empty or comment-only file: nothing would be cleaned
+        ({"normalize": {"nfc": False}}, "no rules"),
+        (["NonEmpty", {"Duplicates": {"normalized": False}}, {"Duplicates": {"normalized": True}}],
+         "corpus-wide rules ['Duplicates', 'Duplicates']: give at most one"),
     ],
 )
 def test_config_errors_name_the_key(data, message):
@@ -211,3 +215,21 @@ def test_rule_defaults_are_the_shipped_rules():
     for entry in yaml.safe_load(DEFAULT_RULES.read_text(encoding="utf-8"))["rules"]:
         (name, params), = entry.items() if isinstance(entry, dict) else [(entry, {})]
         assert REGISTRY[name](**(params or {})).params() == REGISTRY[name]().params(), name
+
+
+def test_langs_hold_without_a_language_rule_and_in_any_case():
+    """--langs decides which files a PREFIX names even when the rules have no LanguageID."""
+    cfg = build_config(["NonEmpty", "Duplicates"]).with_languages("DE", "en")
+    assert cfg.languages == ("de", "en") and cfg.for_pairs_alone().languages == ("de", "en")
+    assert cfg.to_dict()["languages"] == ["de", "en"] and "languages" not in build_config(["NonEmpty"]).to_dict()
+    with pytest.raises(ConfigError, match="--langs en-en: expected two different language codes"):
+        build_config(["NonEmpty"]).with_languages("en", "EN")
+
+
+def test_a_key_given_twice_in_a_rules_file_is_an_error(tmp_path):
+    from mtcore.cleaning import load_config
+
+    path = tmp_path / "rules.yaml"
+    path.write_text("rules: [NonEmpty]\nrules: [Duplicates]\n")
+    with pytest.raises(ConfigError, match=r"rules.yaml:2: not valid YAML: key 'rules' given twice \(first at line 1\)"):
+        load_config(path)

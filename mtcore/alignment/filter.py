@@ -116,6 +116,19 @@ class FilterConfig:
             raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
             raise FilterError(f"max_false_reject must be in (0, 0.5), not {self.max_false_reject!r}")
+        if self.threshold != "auto":
+            try:
+                self.threshold = float(self.threshold)
+            except (TypeError, ValueError):
+                raise FilterError(f"threshold must be 'auto' or a number, not {self.threshold!r}") from None
+            if not np.isfinite(self.threshold):
+                raise FilterError(f"threshold must be a finite number, not {self.threshold!r}")
+            given = [name for name, value, default in (("--reference", self.reference, ""), ("--calibration", self.calibration, "reference"),
+                                                       ("--max-false-reject", self.max_false_reject, MAX_FALSE_REJECT))
+                     if value != default]
+            if given:  # they choose an automatic threshold: beside a given one they would be ignored
+                raise FilterError(f"{', '.join(given)} choose(s) the threshold under --threshold auto; with --threshold "
+                                  f"{self.threshold:g} it would be ignored")
         if self.reference:
             from mtcore.data.corpus import is_parallel_prefix
 
@@ -123,11 +136,6 @@ class FilterConfig:
                 raise FilterError(f"--reference is for --calibration reference; with {self.calibration!r} it would be ignored")
             if not Path(self.reference).exists() and not is_parallel_prefix(Path(self.reference)):
                 raise FilterError(f"--reference {self.reference}: file not found (known-good pairs to calibrate on)")
-        if self.threshold != "auto":
-            try:
-                self.threshold = float(self.threshold)
-            except (TypeError, ValueError):
-                raise FilterError(f"threshold must be 'auto' or a number, not {self.threshold!r}") from None
 
 
 # --------------------------------------------------------------------------- encoding
@@ -568,13 +576,14 @@ def filter_corpus(
     are the same, refused (unless `overwrite`) when they are not, written whole or not at all."""
     from mtcore.data.corpus import CorpusError, is_parallel_prefix, read_corpus, write_parquet
     from mtcore.data.ledger import StageReport, write_report
-    from mtcore.embedding import resolve_encoder
+    from mtcore.embedding import check_encoder, resolve_encoder
     from mtcore.runs import Stage
 
     cfg = cfg or FilterConfig()
     output = checks.output_dir(output)
     if not Path(input_path).exists() and not is_parallel_prefix(Path(input_path)):
         raise CorpusError(f"{input_path}: file not found")  # before the encoder, which may have to be trained
+    check_encoder(str(cfg.encoder))  # a bad encoder named now, not from inside a Ray actor
     encoder = resolve_encoder(str(cfg.encoder))  # the built-in encoder is trained here on first use
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -66,6 +67,9 @@ class BTConfig:
             object.__setattr__(self, "output", str(home() / "backtranslate"))
         if self.mode not in MODES:
             raise BTError(f"--mode must be one of {list(MODES)}, not {self.mode!r}")
+        for name in ("ratio", "temperature", "reverse_minutes"):  # nan/inf pass the range checks and fail stages later
+            if not math.isfinite(getattr(self, name)):
+                raise BTError(f"`{name}` ({getattr(self, name)}) must be a finite number")
         if self.ratio <= 0:
             raise BTError(f"--ratio ({self.ratio}) must be positive")
         for name in ("max_mono", "reverse_train_limit", "reverse_steps"):

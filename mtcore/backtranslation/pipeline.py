@@ -109,8 +109,9 @@ def check_reverse_model(spec: str, mono_sample: list[str]) -> str | None:
 def resolve_filter_models(cfg: BTConfig) -> None:
     """The encoder, and with --align-score classifier its classifier: the built-in ones are trained here on
     first use; a user's must exist (an external encoder's "how to get it" error comes now, not after an hour)."""
-    from mtcore.embedding import resolve_encoder
+    from mtcore.embedding import check_encoder, resolve_encoder
 
+    check_encoder(cfg.encoder)  # a directory that is no encoder: named now, not from inside the align stage's actors
     if cfg.encoder != "builtin" and not Path(cfg.encoder).is_dir():
         from mtcore.embedding import load_encoder
 
@@ -129,9 +130,14 @@ def resolve_filter_models(cfg: BTConfig) -> None:
 def resolve_model_dir(spec: str) -> Path:
     """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
     if "://" in spec or spec.startswith(("runs:/", "models:/")):
+        from mlflow.exceptions import MlflowException
+
         from mtcore.tracking.run import download
 
-        local = download(spec)
+        try:
+            local = download(spec)
+        except MlflowException as err:  # no such run, model, version or artifact path
+            raise BTError(f"--reverse-model {spec}: {str(err).splitlines()[0]}") from None
         found = [p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file()]
         if not found:
             raise BTError(f"--reverse-model {spec}: no mtcore checkpoint (config.json + spm.model) inside")
@@ -237,7 +243,8 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
     candidates = pairs.filter(pa.array(ok))
     if len(candidates) >= 2:
         # calibration "random": back-translations' noise is bad output, not catalog near misses; kept as before issue 21
-        fcfg = FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold if threshold is not None else "auto", calibration="random")
+        fcfg = (FilterConfig(encoder=cfg.encoder, score="cosine", calibration="random") if threshold is None else
+                FilterConfig(encoder=cfg.encoder, score="cosine", threshold=threshold))
         kept, cos_rejects, used, _, _ = filter_table(candidates, fcfg, use_ray=False)
         cos_rejects = cos_rejects.set_column(cos_rejects.schema.get_field_index("stage"), "stage", pa.array(["synthetic_filter"] * len(cos_rejects), pa.string()))
     else:

@@ -34,6 +34,7 @@ class CleaningConfig:
     rules: list[Rule]
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     source: str = "<dict>"
+    langs: tuple[str, str] | None = None  # --langs: the corpus's languages, with or without a LanguageID rule
 
     @property
     def row_rules(self) -> list[Rule]:
@@ -45,22 +46,25 @@ class CleaningConfig:
 
     @property
     def languages(self) -> tuple[str, str]:
-        """The corpus's (src, tgt) languages, as the language-ID rule expects them (en-vi without that rule)."""
+        """The corpus's (src, tgt) languages: --langs, else as the language-ID rule expects them, else en-vi."""
+        if self.langs is not None:
+            return self.langs
         rule = next((r for r in self.rules if r.name() == "LanguageID"), None)
         return tuple(rule.languages) if rule is not None else ("en", "vi")
 
     def with_languages(self, src: str, tgt: str) -> CleaningConfig:
         """The same rules for another language pair: the language-ID rule expects `src` and `tgt`
         (the other rules do not depend on the languages)."""
+        src, tgt = src.strip().lower(), tgt.strip().lower()  # EN-VI is en-vi
         if not re.fullmatch(r"[a-z]{2,3}", src) or not re.fullmatch(r"[a-z]{2,3}", tgt) or src == tgt:
-            raise ConfigError(f"languages {src}-{tgt}: expected two different language codes, e.g. de-en")
+            raise ConfigError(f"--langs {src}-{tgt}: expected two different language codes, e.g. de-en")
         from mtcore.cleaning.rules import known_languages
 
         unknown = [lang for lang in (src, tgt) if lang not in known_languages()]
         if unknown:
             raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
         rules = [dataclasses.replace(r, languages=[src, tgt]) if r.name() == "LanguageID" else r for r in self.rules]
-        return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})")
+        return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})", langs=(src, tgt))
 
     # Rules about the corpus rather than the pair: a machine-made pair is judged without them.
     CORPUS_RULES = ("TestOverlap",)
@@ -70,14 +74,14 @@ class CleaningConfig:
         synthetic pairs, so that a degenerate output ("format format format format") meets the same rule,
         with the same settings, as a corpus pair would."""
         rules = [r for r in self.row_rules if r.name() not in self.CORPUS_RULES]
-        return CleaningConfig(rules, self.normalize, source=f"{self.source} (row rules)")
+        return CleaningConfig(rules, self.normalize, source=f"{self.source} (row rules)", langs=self.langs)
 
     def to_dict(self) -> dict:
         """The resolved configuration, defaults filled in (for report.json)."""
         return {
             "normalize": {f.name: getattr(self.normalize, f.name) for f in fields(self.normalize)},
             "rules": [{r.name(): r.params()} for r in self.rules],
-        }
+        } | ({"languages": list(self.langs)} if self.langs is not None else {})  # absent by default: older keys stay
 
 
 def _type_ok(value, annotation: str) -> bool:
@@ -177,6 +181,12 @@ def build_config(data, source: str = "<dict>") -> CleaningConfig:
             _check_params(where, REGISTRY[name], params, errors)
             if not errors:
                 _check_ranges(where, REGISTRY[name], params, errors)
+    if not entries and not errors:  # an empty or comment-only file, `rules: []`, or a mapping without `rules`
+        errors.append("no rules: the file gives none, so nothing would be cleaned (list rules under `rules:`, or leave "
+                      "--config out for the defaults)")
+    global_names = [name for _, name, _ in entries if name in REGISTRY and REGISTRY[name].global_rule]
+    if len(global_names) > 1:  # one corpus-wide pass (dedup) runs; a second would be ignored
+        errors.append(f"corpus-wide rules {global_names}: give at most one")
     if errors:
         raise ConfigError(f"{source}: invalid cleaning config: " + "; ".join(errors) + "; fix these keys")
     rules = []

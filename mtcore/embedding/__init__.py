@@ -16,8 +16,9 @@ import fcntl
 import logging
 from pathlib import Path
 
-from mtcore.embedding.encoder import REFERENCE_FILE, EncoderConfig, EncoderError, SentenceEncoder, is_encoder_dir, load_builtin
-from mtcore.embedding.external import EncoderNotAvailable, SentenceTransformerEncoder
+from mtcore.embedding.encoder import (CONFIG_FILE, REFERENCE_FILE, SPM_FILE, WEIGHTS_FILE, EncoderConfig, EncoderError, SentenceEncoder,
+                                     encoder_config, is_encoder_dir, load_builtin)
+from mtcore.embedding.external import EncoderNotAvailable, SentenceTransformerEncoder, how_to_get
 
 log = logging.getLogger(__name__)
 BUILTIN = "builtin"
@@ -98,6 +99,36 @@ def resolve_encoder(spec: str) -> str:
     if spec == BUILTIN:
         return str(ensure_builtin())
     return spec
+
+
+def check_encoder(spec: str) -> None:
+    """Refuse now, on the driver, what `load_encoder(spec)` would refuse inside a Ray actor (where the error
+    would come back as a wall of actor-death tracebacks); no weights are loaded."""
+    import importlib.util
+
+    if spec == BUILTIN:
+        return
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if is_encoder_dir(path):
+            encoder_config(path)  # a translation checkpoint or a foreign config.json: named here
+            return
+        if not (path / "modules.json").is_file():  # what every sentence-transformers model directory holds
+            raise EncoderError(f"{spec}: neither an mtcore encoder ({CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE}) nor a "
+                               "sentence-transformers model directory (modules.json)")
+    elif path.exists():
+        raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
+    elif spec.startswith(("/", ".", "~")):
+        raise EncoderError(f"{spec}: encoder directory not found")
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise EncoderNotAvailable(f"encoder '{spec}' needs the sentence-transformers package, which is not installed. "
+                                  + how_to_get(spec))
+    if not path.is_dir():  # a model name: it must be in the local Hugging Face cache (nothing is downloaded)
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(spec, "modules.json"), str):
+            raise EncoderNotAvailable(f"encoder '{spec}' is not available offline (not a local directory, not in the "
+                                      "Hugging Face cache). " + how_to_get(spec))
 
 
 def load_encoder(spec: str = BUILTIN, device: str = "cpu"):

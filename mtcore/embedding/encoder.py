@@ -161,15 +161,25 @@ def is_encoder_dir(path: str | Path) -> bool:
     return all((path / f).is_file() for f in (CONFIG_FILE, WEIGHTS_FILE, SPM_FILE))
 
 
+def encoder_config(directory: Path) -> EncoderConfig:
+    """An encoder directory's config; a translation checkpoint's or an unreadable one is an error naming it."""
+    try:
+        body = json.loads((directory / CONFIG_FILE).read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise EncoderError(f"{directory / CONFIG_FILE}: not readable as JSON ({err})") from None
+    if isinstance(body, dict) and {"model", "train"} <= set(body):  # the layout of mtcore.nmt.checkpoint's config.json
+        raise EncoderError(f"{directory}: a translation checkpoint, not a sentence encoder; pass 'builtin' or a directory "
+                           "from pipelines/train_encoder.py")
+    if not isinstance(body, dict):
+        raise EncoderError(f"{directory / CONFIG_FILE}: not an encoder config (a JSON object)")
+    return EncoderConfig.from_dict(body)
+
+
 def load_builtin(directory: str | Path, device: str = "cpu") -> SentenceEncoder:
     directory = Path(directory)
     if not is_encoder_dir(directory):
         raise EncoderError(f"{directory}: not an mtcore encoder (needs {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
-    body = json.loads((directory / CONFIG_FILE).read_text())
-    if isinstance(body, dict) and {"model", "train"} <= set(body):  # the layout of mtcore.nmt.checkpoint's config.json
-        raise EncoderError(f"{directory}: a translation checkpoint, not a sentence encoder; pass 'builtin' or a directory "
-                           "from pipelines/train_encoder.py")
-    cfg = EncoderConfig.from_dict(body)
+    cfg = encoder_config(directory)
     model = DualEncoder(cfg)
     model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
     return SentenceEncoder(model, Tokenizer(directory / SPM_FILE), directory, device)

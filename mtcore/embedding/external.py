@@ -19,7 +19,7 @@ class EncoderNotAvailable(EncoderError):
     """An external encoder that cannot be loaded here; the message says how to get it."""
 
 
-def _how_to_get(name: str) -> str:
+def how_to_get(name: str) -> str:
     return (
         f"To use it: `pip install sentence-transformers`, then fetch the model once on a machine with network access "
         f"(`python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer('{name}')\"` fills "
@@ -41,7 +41,7 @@ class SentenceTransformerEncoder:
         except ImportError:
             raise EncoderNotAvailable(
                 f"encoder '{name_or_path}' needs the sentence-transformers package, which is not installed. "
-                + _how_to_get(name_or_path)
+                + how_to_get(name_or_path)
             ) from None
         local = Path(name_or_path).expanduser()
         try:
@@ -51,7 +51,7 @@ class SentenceTransformerEncoder:
         except Exception as err:  # OSError, ValueError, HF hub errors: all mean "not here"
             raise EncoderNotAvailable(
                 f"encoder '{name_or_path}' is not available offline (not a local directory, not in the Hugging Face "
-                f"cache): {type(err).__name__}: {err}. " + _how_to_get(name_or_path)
+                f"cache): {type(err).__name__}: {err}. " + how_to_get(name_or_path)
             ) from None
         self.name = name_or_path
         self.dim = int(self.model.get_sentence_embedding_dimension() or 0)
