@@ -583,6 +583,8 @@ def filter_corpus(
     output = checks.output_dir(output)
     if not Path(input_path).exists() and not is_parallel_prefix(Path(input_path)):
         raise CorpusError(f"{input_path}: file not found")  # before the encoder, which may have to be trained
+    if cfg.score == "classifier" and str(cfg.encoder) != "builtin":
+        classifier_for(str(cfg.encoder))  # it reads an mtcore encoder's pieces: said first, whatever else is wrong
     check_encoder(str(cfg.encoder))  # a bad encoder named now, not from inside a Ray actor
     encoder = resolve_encoder(str(cfg.encoder))  # the built-in encoder is trained here on first use
     inputs = {"corpus": Path(input_path).absolute()}
