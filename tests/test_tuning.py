@@ -63,6 +63,8 @@ def tiny_search(toy_corpus, space: dict, overrides=(), **search) -> TuneJob:
     ({"model.arch": {"choice": ["transformer", "rnn"]}, "model.rnn_hidden": {"choice": [64, 33]}},
      "`model.arch`='rnn', `model.rnn_hidden`=33 together are not allowed: `rnn_hidden` (33) must be even"),
     ({"model.src_lang": {"choice": ["en"]}}, "`model.src_lang`: not a hyperparameter"),
+    ({"train.warmup": {"uniform": [100, 400]}}, "`train.warmup`: an integer key; uniform samples fractions"),
+    ({"model.heads": {"randint": [2, 8]}}, "`model.heads`: value 3"),  # every integer of a narrow range is checked
 ])
 def test_impossible_space_is_rejected_naming_the_parameter(space, culprit):
     d = yaml.safe_load(TINY.read_text())

@@ -36,6 +36,7 @@ KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
 SCHEDULERS = ("asha", "fifo")
 SEARCHERS = ("random", "optuna")
 MAX_COMBINATIONS = 20_000  # beyond this, combinations are checked pairwise instead of all together
+RANDINT_CHECKED = 64  # a randint range this narrow has every value checked, not only its ends
 SEARCHABLE = {"model": ModelConfig, "train": TrainConfig}
 
 
@@ -78,7 +79,10 @@ class Param:
         return cls(key, kind, tuple(values))
 
     def candidates(self) -> tuple:
-        """The values a config check must accept: every listed value, or both ends of a range."""
+        """The values a config check must accept: every listed value, every integer of a `randint` range (up to
+        `RANDINT_CHECKED` of them: `heads` in [2, 8] samples 3, which divides no d_model), or both ends of a range."""
+        if self.kind == "randint" and self.values[1] - self.values[0] < RANDINT_CHECKED:
+            return tuple(range(self.values[0], self.values[1] + 1))
         return self.values
 
     def domain(self):
@@ -304,6 +308,9 @@ def validate_space(base: TrainingJob, space: tuple[Param, ...]) -> None:
             raise ConfigError(f"search space `{p.key}`: unknown key; {section} keys are {sorted(fields)}")
         if section == "model" and name in ("src_lang", "tgt_lang", "vocab_size"):
             raise ConfigError(f"search space `{p.key}`: not a hyperparameter; set it in the `model` section")
+        declared = {f.name: f.type for f in dataclasses.fields(SEARCHABLE[section])}[name]
+        if p.kind in ("uniform", "loguniform") and str(declared).startswith("int"):  # samples 213.7 for an int field
+            raise ConfigError(f"search space `{p.key}`: an integer key; {p.kind} samples fractions: use randint or choice")
         for value in p.candidates():
             try:
                 apply_overrides(base, {p.key: value})
