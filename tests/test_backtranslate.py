@@ -315,6 +315,9 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     (tmp_path / "texts" / "a.txt").write_text("câu\n")
     with pytest.raises(BTError, match="texts: directory holds no .parquet files"):
         read_mono(tmp_path / "texts")
+    (tmp_path / "pairs.tsv").write_text("Open\tMở\nSave\tLưu\n", encoding="utf-8")  # a parallel TSV given as --mono
+    with pytest.raises(BTError, match="pairs.tsv: 2 of 2 lines hold a tab, as a parallel TSV does"):
+        read_mono(tmp_path / "pairs.tsv")
 
 
 def test_default_outputs_lie_under_the_home_of_the_run_not_of_the_import(monkeypatch, tmp_path):

@@ -70,7 +70,12 @@ def read_mono(path: str | Path) -> pa.Table:
             table = as_strings(table, "text")
             table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
         else:
-            table = pa.table({"text": _decode_lines(path)})
+            lines = _decode_lines(path)
+            tabbed = sum("\t" in line for line in lines)
+            if tabbed and tabbed >= len(lines) / 2:  # src<TAB>tgt: each line would be back-translated as one "sentence"
+                raise BTError(f"--mono: {path}: {tabbed} of {len(lines)} lines hold a tab, as a parallel TSV does; "
+                              "monolingual text is one Vietnamese sentence a line (e.g. `cut -f2` of the TSV)")
+            table = pa.table({"text": lines})
         table = origin_and_id(table, path)
     except CorpusError as err:
         raise BTError(f"--mono: {err}") from None
