@@ -165,3 +165,14 @@ def test_foreign_and_damaged_directories_say_what_they_are(tokenizer, tmp_path):
         (tmp_path / "ckpt" / "model.pt").write_bytes(random.Random(seed).randbytes(1000))
         with pytest.raises(CheckpointError, match=r"ckpt/model.pt: damaged or not a PyTorch file"):
             load_checkpoint(tmp_path / "ckpt")
+
+
+def test_a_config_from_a_newer_version_names_the_file_and_the_version(tokenizer, tmp_path):
+    save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
+    path = tmp_path / "ckpt" / "config.json"
+    meta = json.loads(path.read_text())
+    meta["model"]["rope_theta"] = 10000  # a key this version does not know
+    meta["mtcore_version"] = "9.9.9"
+    path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=r"ckpt/config.json: unknown `model` key\(s\) \['rope_theta'\].*written by mtcore 9.9.9"):
+        load_checkpoint(tmp_path / "ckpt")

@@ -201,7 +201,7 @@ def load_checkpoint(
     check_tokenizer(meta, own_tok, f"{directory / SPM}")
     if tokenizer is not None:
         check_tokenizer(meta, tokenizer, str(directory))
-    model_cfg = ModelConfig.from_dict(meta["model"])
+    model_cfg = _config(ModelConfig, meta, "model", directory)
     if model_cfg.vocab_size != own_tok.vocab_size:
         raise CheckpointError(
             f"{directory}: config vocab_size {model_cfg.vocab_size} but {SPM} has {own_tok.vocab_size} pieces"
@@ -210,8 +210,20 @@ def load_checkpoint(
     verify(directory, meta, [WEIGHTS])
     load_weights(model, torch_load(directory / WEIGHTS), str(directory / WEIGHTS))
     model.to(device).eval()
-    train_cfg = TrainConfig.from_dict(meta["train"]) if meta.get("train") else None
+    train_cfg = _config(TrainConfig, meta, "train", directory) if meta.get("train") else None
     return Checkpoint(directory, model, model_cfg, own_tok, train_cfg, meta)
+
+
+def _config(cls, meta: dict, section: str, directory: Path):
+    """A section of config.json; an error names the file and, when it differs, the version that wrote it."""
+    from mtcore.config import ConfigError
+
+    try:
+        return cls.from_dict(meta[section])
+    except ConfigError as err:
+        written = meta.get("mtcore_version")
+        version = f" (written by mtcore {written}; this is {__version__})" if written and written != __version__ else ""
+        raise CheckpointError(f"{directory / 'config.json'}: {err}{version}") from None
 
 
 def load_train_state(directory: str | Path) -> dict[str, Any] | None:
