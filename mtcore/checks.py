@@ -30,9 +30,9 @@ def one_of(name: str, value: str, choices: Iterable[str]) -> None:
 
 
 def input_file(name: str, path: str | Path) -> Path:
-    """A file that exists and is a file (not a directory)."""
+    """A file that exists and is not a directory (a pipe such as /dev/stdin or bash's <(zcat f) is one)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() or path.is_dir():
         raise UsageError(f"{name}: {path} {'is a directory' if path.is_dir() else 'not found'}; pass a text file")
     return path
 

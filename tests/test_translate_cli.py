@@ -91,4 +91,13 @@ def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path
     assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "nbest.txt"), "--n-best", "2"]) == 0
     nbest = [r.split("\t") for r in (tmp_path / "nbest.txt").read_text(encoding="utf-8").splitlines()]
     assert [int(r[0]) for r in nbest] == [0, 0, 1, 2, 3, 3] and [r[2] for r in nbest if r[0] in ("1", "2")] == ["", ""]
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    run = subprocess.run([sys.executable, "-m", "mtcore.translate", "--model", str(ckpt.path), "-i", "/dev/stdin"],
+                         input=f"{SOURCES[0]}\n".encode(), capture_output=True, env=env, timeout=300)  # a pipe is a file to read
+    assert run.returncode == 0 and run.stdout.decode().splitlines() == expected[:1], run.stderr
     assert one_cell("a\tb\r\nc\u2028d") == "a\\tb\\r\\nc d" and len(one_cell("x\x1dy").splitlines()) == 1
