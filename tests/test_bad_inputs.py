@@ -114,6 +114,7 @@ CATALOGUE = [
     case("train-model-section-is-a-word", TRAIN, "--config", "{job_model_word}", "--dry-run", culprit="`model`"),
     case("train-lr-scale-nan", TRAIN, "train.lr_scale=nan", "--dry-run", culprit="lr_scale"),
     case("tune-config-not-yaml", TUNE, "--config", "{job_not_yaml}", culprit="job_not_yaml.yaml:4"),
+    case("tune-dry-run-data-missing", TUNE, "--data", "{nothing}.tsv", "--dry-run", culprit="nothing"),
     case("clean-rules-unknown-language", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_language}",
          culprit="vn", absent="new_out"),
     case("clean-rules-nan", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_nan}", culprit="max_ratio",

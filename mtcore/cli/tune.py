@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tj = load_job(args, overrides)
         if args.dry_run:
+            if tj.base.job.train_data:  # a given corpus must exist, as the search would find (the embedded one is not cleaned here)
+                from mtcore.distributed.ray_training import resolve_train_data
+
+                resolve_train_data(tj.base)
             print(f"resources    {plan_search(tj).describe()}")
             print(f"trials       {tj.search.num_samples}, {tj.search.scheduler} scheduler, {tj.search.search} search")
             for param in tj.search.space:
