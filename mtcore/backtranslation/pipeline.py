@@ -135,14 +135,13 @@ def resolve_filter_models(cfg: BTConfig) -> None:
 def resolve_model_dir(spec: str) -> Path:
     """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
     if "://" in spec or spec.startswith(("runs:/", "models:/")):
-        from mlflow.exceptions import MlflowException
-
+        from mtcore.tracking.fetch import FetchError
         from mtcore.tracking.run import download
 
         try:
             local = download(spec)
-        except MlflowException as err:  # no such run, model, version or artifact path
-            raise BTError(f"--reverse-model {spec}: {str(err).splitlines()[0]}") from None
+        except FetchError as err:  # no such run, model, version or artifact path
+            raise BTError(f"--reverse-model {spec}: {err}") from None
         found = [p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file()]
         if not found:
             raise BTError(f"--reverse-model {spec}: no mtcore checkpoint (config.json + spm.model) inside")

@@ -204,13 +204,19 @@ class SafeLogger:
 
 
 def download(uri: str) -> Path:
-    """An artifact (`runs:/…`, `models:/NAME/VERSION`, …) of the current store, as a local path."""
+    """An artifact (`runs:/…`, `models:/NAME/VERSION`, …) of the current store, as a local path; no such run,
+    model, version or path is a `FetchError` (MLflow's own exceptions stay inside the tracking layer)."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     from mtcore import tracking
+    from mtcore.tracking.fetch import FetchError
 
     mlflow.set_tracking_uri(tracking.tracking_uri())
-    return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    try:
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    except MlflowException as err:
+        raise FetchError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
 
 
 def log_files(run: TrackedRun, files: dict[str, str], artifact_path: str | None = None) -> None:
