@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -243,7 +244,13 @@ def test_ddp_two_cpu_ranks_stay_in_step(tokenizer, tmp_path):
     import torch.multiprocessing as mp
 
     out = str(tmp_path / "result")
-    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "store"), str(tokenizer.path), out), nprocs=2, join=True)
+    try:
+        mp.spawn(_ddp_worker, args=(2, str(tmp_path / "store"), str(tokenizer.path), out), nprocs=2, join=True)
+    except mp.ProcessExitedException:
+        # gloo sometimes aborts a rank as it tears down ("terminate called without an active exception", about 1
+        # run in 20 on torch 2.13 CPU, with or without a barrier first), after the work is done: the results decide.
+        if not all(Path(f"{out}.{r}").is_file() for r in (0, 1)):
+            raise
     r0, r1 = (json.loads(open(f"{out}.{r}").read()) for r in (0, 1))
     assert r0["steps"] == r1["steps"] == 6
     assert r0["checksum"] == pytest.approx(r1["checksum"], rel=1e-9)  # same weights on both ranks
