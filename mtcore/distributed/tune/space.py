@@ -80,7 +80,7 @@ class Param:
 
     def candidates(self) -> tuple:
         """The values a config check must accept: every listed value, every integer of a `randint` range (up to
-        `RANDINT_CHECKED` of them: `heads` in [2, 8] samples 3, which divides no d_model), or both ends of a range."""
+        `RANDINT_CHECKED` of them: `heads` in [2, 8] samples 3, which does not divide d_model 64), or both ends of a range."""
         if self.kind == "randint" and self.values[1] - self.values[0] < RANDINT_CHECKED:
             return tuple(range(self.values[0], self.values[1] + 1))
         return self.values
