@@ -242,24 +242,28 @@ def read_parquet(path: str | Path) -> pa.Table:
 def origin_and_id(table: pa.Table, path: Path) -> pa.Table:
     """`origin` and `id` as the contract has them: derived where absent (origin = the file or folder name,
     id = `NAME:ROW`, ROW from 1 as the text readers number lines), strings, filled where null, unique."""
-    derived_ids = pa.array([f"{path.name}:{i}" for i in range(1, len(table) + 1)], pa.string())
+    names = pa.array([path.name] * len(table), pa.string())
     if "origin" not in table.column_names:
-        table = table.append_column("origin", pa.array([path.name] * len(table), pa.string()))
+        table = table.append_column("origin", names)
     else:
-        table = _user_column(table, "origin", path, pa.array([path.name] * len(table), pa.string()))
+        table = _user_column(table, "origin", path, names)
     if "id" not in table.column_names:
-        table = table.append_column("id", derived_ids)
-    else:
-        table = _user_column(table, "id", path, derived_ids)
-        if (dupes := len(table) - pc.count_distinct(table["id"]).as_py()) > 0:
-            # ids key rejects, synthetic pairs and lineage to their rows: they must be unique
-            log.warning("%s: column 'id' has %d repeated value(s): ids derived as %s:ROW instead", path, dupes, path.name)
-            table = table.set_column(table.schema.get_field_index("id"), "id", derived_ids)
+        return table.append_column("id", _row_ids(path, len(table)))
+    table = _user_column(table, "id", path, None)
+    if (dupes := len(table) - pc.count_distinct(table["id"]).as_py()) > 0:
+        # ids key rejects, synthetic pairs and lineage to their rows: they must be unique
+        log.warning("%s: column 'id' has %d repeated value(s): ids derived as %s:ROW instead", path, dupes, path.name)
+        table = table.set_column(table.schema.get_field_index("id"), "id", _row_ids(path, len(table)))
     return table
 
 
-def _user_column(table: pa.Table, name: str, path: Path, fallback: pa.Array) -> pa.Table:
-    """A stored `origin`/`id` column as strings (numbers are cast), its nulls filled from `fallback` with a warning."""
+def _row_ids(path: Path, n: int) -> pa.Array:
+    return pa.array([f"{path.name}:{i}" for i in range(1, n + 1)], pa.string())
+
+
+def _user_column(table: pa.Table, name: str, path: Path, fallback: pa.Array | None) -> pa.Table:
+    """A stored `origin`/`id` column as strings (numbers are cast), its nulls filled from `fallback` (None: the
+    row ids, made only when needed) with a warning."""
     i = table.schema.get_field_index(name)
     typ = table.schema.field(i).type
     if not is_text_type(typ):
@@ -269,6 +273,7 @@ def _user_column(table: pa.Table, name: str, path: Path, fallback: pa.Array) -> 
     table = as_strings(table, name)
     if nulls := table[name].null_count:
         log.warning("%s: %d null '%s' value(s): filled in as %s", path, nulls, name, "the file name" if name == "origin" else "NAME:ROW")
+        fallback = _row_ids(path, len(table)) if fallback is None else fallback
         table = table.set_column(i, name, pc.if_else(pc.is_null(table[name]), fallback, table[name]))
     return table
 

@@ -101,6 +101,14 @@ def resolve_encoder(spec: str) -> str:
     return spec
 
 
+def _refuse_non_directory(spec: str, path: Path) -> None:
+    """A file, or a path (not a model name such as org/name) that does not exist, is no encoder."""
+    if path.exists():
+        raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
+    if spec.startswith(("/", ".", "~")):
+        raise EncoderError(f"{spec}: encoder directory not found")
+
+
 def check_encoder(spec: str) -> None:
     """Refuse now, on the driver, what `load_encoder(spec)` would refuse inside a Ray actor (where the error
     would come back as a wall of actor-death tracebacks); no weights are loaded."""
@@ -116,10 +124,8 @@ def check_encoder(spec: str) -> None:
         if not (path / "modules.json").is_file():  # what every sentence-transformers model directory holds
             raise EncoderError(f"{spec}: neither an mtcore encoder ({CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE}) nor a "
                                "sentence-transformers model directory (modules.json)")
-    elif path.exists():
-        raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
-    elif spec.startswith(("/", ".", "~")):
-        raise EncoderError(f"{spec}: encoder directory not found")
+    else:
+        _refuse_non_directory(spec, path)
     if importlib.util.find_spec("sentence_transformers") is None:
         raise EncoderNotAvailable(f"encoder '{spec}' needs the sentence-transformers package, which is not installed. "
                                   + how_to_get(spec))
@@ -138,8 +144,6 @@ def load_encoder(spec: str = BUILTIN, device: str = "cpu"):
     if is_encoder_dir(spec):
         return load_builtin(spec, device)
     path = Path(spec).expanduser()
-    if path.exists() and not path.is_dir():
-        raise EncoderError(f"{spec}: an encoder is a directory (or 'builtin', or a sentence-transformers model name)")
-    if not path.exists() and spec.startswith(("/", ".", "~")):  # a path, not a model name such as org/name
-        raise EncoderError(f"{spec}: encoder directory not found")
+    if not path.is_dir():
+        _refuse_non_directory(spec, path)
     return SentenceTransformerEncoder(spec, device=None if device == "cpu" else device)
