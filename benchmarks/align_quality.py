@@ -592,6 +592,45 @@ def bench_documents(enc, table: pa.Table, seed: int, size: int = 150, rate: floa
     }
 
 
+def bench_short_documents(enc, table: pa.Table, seed: int, sizes=(1, 2, 3, 5, 10, 20), rate: float = 0.05,
+                          max_docs: int = 150) -> dict:
+    """Documents of a few sentences, where the random pairs are mostly the true ones: background top-up vs none.
+
+    Micro-averaged strict F1 over all documents of a size (a one-sentence document has one block)."""
+    rows = {}
+    for size in sizes:
+        docs = synthetic_documents(table, size, rate, np.random.default_rng(seed))[:max_docs]
+        counts = {name: np.zeros(3) for name in ("ours", "no_background", "gale_church")}  # tp, predicted, gold
+        for src, tgt, gold in docs:
+            preds = {"ours": align_documents(src, tgt, enc, DocAlignConfig(seed=seed)),
+                     "no_background": align_documents(src, tgt, enc, DocAlignConfig(seed=seed, min_random=0)),
+                     "gale_church": gale_church(src, tgt)}
+            g = {(b.src, b.tgt) for b in gold if b.src and b.tgt}
+            for name, pred in preds.items():
+                p_ = {(b.src, b.tgt) for b in pred if b.src and b.tgt}
+                counts[name] += (len(p_ & g), len(p_), len(g))
+        rows[size] = {"documents": len(docs)}
+        for name, (tp, n_pred, n_gold) in counts.items():
+            prec, rec = tp / max(n_pred, 1), tp / max(n_gold, 1)
+            rows[size][name] = {"precision": round(prec, 4), "recall": round(rec, 4),
+                                "f1": round(2 * prec * rec / max(prec + rec, 1e-9), 4)}
+    return rows
+
+
+def bench_one_sentence_pairs(enc, table: pa.Table, seed: int, n: int = 150) -> dict:
+    """One-sentence documents: a true pair should be kept 1-1, an unrelated one deleted (1-0 + 0-1)."""
+    src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(src), size=min(2 * n, len(src)), replace=False)
+    true, wrong = idx[:n], list(zip(idx[n:], rng.permutation(idx[n:])))
+    out = {}
+    for name, cfg in (("ours", DocAlignConfig(seed=seed)), ("no_background", DocAlignConfig(seed=seed, min_random=0))):
+        kept = sum(align_documents([src[i]], [tgt[i]], enc, cfg)[0].kind == "1-1" for i in true)
+        deleted = sum(align_documents([src[i]], [tgt[j]], enc, cfg)[0].kind != "1-1" for i, j in wrong)
+        out[name] = {"true_kept": kept, "true_pairs": len(true), "unrelated_deleted": deleted, "unrelated_pairs": len(wrong)}
+    return out
+
+
 def bench_maint_guide(enc) -> dict | None:
     en, vi = DATA_DIR / "docs" / "maint-guide.en.txt", DATA_DIR / "docs" / "maint-guide.vi.txt"
     if not (en.exists() and vi.exists()):
@@ -605,6 +644,28 @@ def bench_maint_guide(enc) -> dict | None:
 
 
 # --------------------------------------------------------------------------- main
+
+
+def print_documents(enc, all_pairs: pa.Table, args, res: dict) -> None:
+    res["documents"] = d = bench_documents(enc, all_pairs, args.seed)
+    print(f"== document alignment, {d['documents']} synthetic documents × {d['sentences_per_doc']} sentences, gold {d['gold_blocks']}")
+    o, g = d["ours"], d["anchor_gale_church"]
+    print(f"  strict F1 ours {o['f1']:.3f} (P {o['precision']:.3f} R {o['recall']:.3f})   Gale–Church anchor {g['f1']:.3f}   ratio {o['f1'] / max(g['f1'], 1e-9):.2f}x   ({d['seconds_per_doc']} s/doc)")
+
+    res["short_documents"] = short = bench_short_documents(enc, all_pairs, args.seed)
+    print("== short documents (strict F1, micro): ours (background top-up) | no background | Gale–Church anchor | ratio to the anchor")
+    for size, r in short.items():
+        print(f"  {size:3d} sentences × {r['documents']:3d} documents   {r['ours']['f1']:.3f} | {r['no_background']['f1']:.3f} | "
+              f"{r['gale_church']['f1']:.3f} | {r['ours']['f1'] / max(r['gale_church']['f1'], 1e-9):.2f}x")
+
+    res["one_sentence_pairs"] = one = bench_one_sentence_pairs(enc, all_pairs, args.seed)
+    for name, r in one.items():
+        print(f"  one-sentence documents, {name}: true pairs kept 1-1 {r['true_kept']}/{r['true_pairs']}, "
+              f"unrelated pairs deleted {r['unrelated_deleted']}/{r['unrelated_pairs']}")
+
+    res["maint_guide"] = m = bench_maint_guide(enc)
+    if m:
+        print(f"== maint-guide en/vi: {m['src_sentences']} × {m['tgt_sentences']} sentences in {m['seconds']} s; blocks {m['blocks']}")
 
 
 def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
@@ -657,6 +718,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-documents", action="store_true", help="leave out the document-alignment section")
     ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), help="en→vi and vi→en checkpoints: add the dual cross-entropy score")
     ap.add_argument("--only-near-miss", action="store_true", help="the near-miss section only")
+    ap.add_argument("--only-documents", action="store_true", help="the document-alignment section only")
     ap.add_argument("--classifier", action="store_true", help="add the pair classifier (--score classifier; the built-in one is trained on first use)")
     args = ap.parse_args(argv)
     enc = load_encoder(args.encoder)
@@ -672,6 +734,12 @@ def main(argv=None) -> int:
         o = e["ours"][f"p_at_1_{d}"]
         print(f"  {d}: ours {o:.3f}   untrained anchor {a[f'p_at_1_{d}']:.3f}   ratio {o / max(a[f'p_at_1_{d}'], 1e-9):.1f}x")
 
+    if args.only_documents:
+        print_documents(enc, quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")]), args, res)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=2)
+        return 0
     ref, n_ref = reference_embeddings(args.encoder, enc)
     res["reference_pairs"] = n_ref
     print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = fewest errors against {n_ref} known-good "
@@ -735,14 +803,7 @@ def main(argv=None) -> int:
             with open(args.json, "w") as fh:
                 json.dump(res, fh, indent=2)
         return 0
-    res["documents"] = d = bench_documents(enc, all_pairs, args.seed)
-    print(f"== document alignment, {d['documents']} synthetic documents × {d['sentences_per_doc']} sentences, gold {d['gold_blocks']}")
-    o, g = d["ours"], d["anchor_gale_church"]
-    print(f"  strict F1 ours {o['f1']:.3f} (P {o['precision']:.3f} R {o['recall']:.3f})   Gale–Church anchor {g['f1']:.3f}   ratio {o['f1'] / max(g['f1'], 1e-9):.2f}x   ({d['seconds_per_doc']} s/doc)")
-
-    res["maint_guide"] = m = bench_maint_guide(enc)
-    if m:
-        print(f"== maint-guide en/vi: {m['src_sentences']} × {m['tgt_sentences']} sentences in {m['seconds']} s; blocks {m['blocks']}")
+    print_documents(enc, all_pairs, args, res)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(res, fh, indent=2)

@@ -150,6 +150,22 @@ def test_align_docs_cli(encoder_dir, tmp_path, capsys):
     assert "1-1 4" in capsys.readouterr().out
 
 
+def test_align_docs_cli_one_sentence_documents(encoder_dir, tmp_path, capsys):
+    """A one-sentence pair is aligned 1-1 (it was deleted on both sides), with the default background or the user's."""
+    (tmp_path / "d.en").write_text("Open the file\n")
+    (tmp_path / "d.vi").write_text("Mở tệp\n")
+    (tmp_path / "bg.en").write_text("Close the window\nPrint the page\nDelete the new folder\nSave the image\n")
+    (tmp_path / "bg.vi").write_text("Đóng cửa sổ\nIn trang\nXoá thư mục mới\nLưu ảnh\n")
+    base = ["align_docs.py", "--src", str(tmp_path / "d.en"), "--tgt", str(tmp_path / "d.vi"), "--encoder", encoder_dir]
+    for extra in ([], ["--background", str(tmp_path / "bg.en"), str(tmp_path / "bg.vi")]):
+        assert _run_script("pipelines/align_docs.py", [*base, "--output", str(tmp_path / "a.jsonl"), *extra]) == 0
+        rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+        assert [(r["src"], r["tgt"]) for r in rows] == [([0], [0])]
+    missing = [*base, "--output", str(tmp_path / "b.jsonl"), "--background", str(tmp_path / "nope.en"), str(tmp_path / "bg.vi")]
+    assert _run_script("pipelines/align_docs.py", missing) == 2
+    assert "nope.en" in capsys.readouterr().err
+
+
 def _run_script(path: str, argv: list[str]) -> int:
     """Run a pipelines/ script's main() in process (as `python path argv…` would)."""
     import importlib.util

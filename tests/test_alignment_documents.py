@@ -116,6 +116,41 @@ def test_blocks_cover_every_sentence_once():
     assert [j for b in blocks for j in b.tgt] == list(range(len(tgt) - 5))
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_short_documents_keep_their_pairs(n):
+    """A document of a few sentences has few random pairs: most are the true ones. Without background
+    sentences every 1-1 of a one- or two-sentence pair cost as much as a random one and was deleted."""
+    src, tgt = [f"{i}" for i in range(n)], [f"~{i}" for i in range(n)]
+    assert _keys(align_documents(src, tgt, AtomEncoder())) == [((i,), (i,)) for i in range(n)]
+    if n <= 2:  # the old estimate (no background) deletes them: the test would catch a regression to it
+        old = align_documents(src, tgt, AtomEncoder(), DocAlignConfig(min_random=0))
+        assert all(not b.src or not b.tgt for b in old)
+
+
+def test_short_documents_still_delete_what_does_not_match():
+    enc = AtomEncoder()
+    assert sorted(b.kind for b in align_documents(["5"], ["~9"], enc)) == ["0-1", "1-0"]
+    assert _keys(align_documents(["5", "6"], ["~5", "~9"], enc))[0] == ((0,), (0,))
+    assert _keys(align_documents(["5a+5b"], ["~5a", "~5b"], enc)) == [((0,), (0, 1))]
+
+
+def test_background_given_by_the_caller():
+    bg = ([f"b{i}+c{i}" for i in range(40)], [f"~d{i}+e{i}" for i in range(40)])
+    assert _keys(align_documents(["7"], ["~7"], AtomEncoder(), background=bg)) == [((0,), (0,))]
+
+
+def test_long_documents_do_not_use_the_background():
+    src, tgt, gold = planted(40)
+    enc = AtomEncoder()
+    noise = ([f"z{i}" for i in range(40)], [f"~y{i}" for i in range(40)])
+    assert _keys(align_documents(src, tgt, enc, background=noise)) == _keys(align_documents(src, tgt, enc, DocAlignConfig(min_random=0)))
+
+
+def test_free_deletions_are_refused():
+    with pytest.raises(ValueError, match="--del-factor"):
+        DocAlignConfig(del_factor=0)
+
+
 def test_empty_side():
     blocks = align_documents(["0", "1"], [], AtomEncoder())
     assert _keys(blocks) == [((0,), ()), ((1,), ())]

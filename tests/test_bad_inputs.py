@@ -57,6 +57,8 @@ CATALOGUE = [
          culprit="--max-size", absent="new_out"),
     case("align-docs-del-factor-negative", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--del-factor", "-5", culprit="--del-factor", absent="new_out"),
+    case("align-docs-del-factor-0", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--del-factor", "0", culprit="--del-factor", absent="new_out"),  # free deletions: an empty alignment
     case("train-encoder-epochs-0", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--epochs", "0", culprit="--epochs", absent="new_out"),
     case("train-encoder-layers-negative", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--layers", "-1", culprit="--layers",
          absent="new_out"),

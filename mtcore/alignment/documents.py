@@ -14,6 +14,16 @@ encoder averages) costs well below them, so under that rule a deletion next to a
 1-1 always turned into a 2-1 (our planted-deletion test shows it). A fraction of
 the median keeps deletions cheaper than such merges.
 
+Short documents: both estimates sample "random" pairs from the two documents, and in
+a document of a few sentences most of those are the true pairs (in a one-sentence
+pair, all: every 1-1 then costs exactly 0.5 and a deletion 0.2, so the pair was
+dropped). Documents shorter than `min_random` (5, the best of 0/5/10/20/30/60 on
+`benchmarks/align_quality.py --only-documents`) sentences are topped up with
+background sentences (by default the embedded Debian guide, English and Vietnamese
+pooled; for the built-in encoder random pairs score about as low within a language as
+across, cosine 0.08–0.09), so that "random" means unrelated text, as in a long
+document. Vecalign has the same blind spot (it samples from the documents only).
+
 Dynamic programming finds the cheapest monotone path of blocks. To stay
 linear-ish in length (§3.2), long documents are first aligned at a coarse
 resolution: the sentence vectors are averaged over windows of `r` sentences, the
@@ -26,7 +36,9 @@ documents of a few thousand sentences.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +48,7 @@ import numpy as np
 from mtcore import checks
 from mtcore.alignment.scoring import l2_normalize
 
+log = logging.getLogger(__name__)
 INF = float("inf")
 TIE_BREAK = 1e-4  # per sentence beyond 1-1: on (near) ties, e.g. identical section numbers, smaller blocks win
 
@@ -47,14 +60,17 @@ class DocAlignConfig:
     num_samples: int = 100  # sentences sampled for the cost normaliser
     dense_cells: int = 250_000  # above this many DP cells, align coarse first
     band: int = 10  # fine search width around the projected coarse path, in sentences
+    min_random: int = 5  # shorter documents borrow background sentences for the random pairs (module doc); 0: never
     seed: int = 0
 
     def __post_init__(self):
         # max_size 1 allows only deletions: every sentence would be dropped, silently
         checks.at_least("--max-size", self.max_size, 2)
-        checks.at_least("--del-factor", self.del_factor, 0)
+        if not self.del_factor > 0:  # 0 makes deleting every sentence free: an empty alignment (nan fails too)
+            raise checks.UsageError(f"--del-factor: {self.del_factor} is out of range; pass a value > 0 (default 0.4)")
         for name in ("num_samples", "dense_cells", "band"):
             checks.at_least(name, getattr(self, name), 1)
+        checks.at_least("min_random", self.min_random, 0)
 
 
 @dataclass(frozen=True)
@@ -106,20 +122,39 @@ def _pad_rows(emb: np.ndarray, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- the DP
 
 
-def _normalizers(xo, yo, rng, num_samples):
-    xs = xo[1][rng.choice(len(xo[1]), size=min(num_samples, len(xo[1])), replace=False)]
-    ys = yo[1][rng.choice(len(yo[1]), size=min(num_samples, len(yo[1])), replace=False)]
+def _random_pools(xo, yo, cfg: DocAlignConfig, rng, background) -> tuple[np.ndarray, np.ndarray]:
+    """Sentence vectors that stand for "a random sentence" of each side: the document's own, and for a
+    document shorter than `cfg.min_random`, background sentences up to that many."""
+    px, py = xo[1], yo[1]
+    if background is not None:
+        px, py = (_top_up(own, bg, cfg.min_random, rng) for own, bg in zip((px, py), background))
+    return px, py
+
+
+def _top_up(own: np.ndarray, background: np.ndarray, size: int, rng) -> np.ndarray:
+    missing = min(size - len(own), len(background))
+    if missing <= 0:
+        return own
+    return np.vstack([own, background[rng.choice(len(background), size=missing, replace=False)]])
+
+
+def _normalizers(xo, yo, px, py, rng, num_samples):
+    """Each block's mean cosine distance to sampled random sentences of the other side (Vecalign §3.1)."""
+    xs = px[rng.choice(len(px), size=min(num_samples, len(px)), replace=False)]
+    ys = py[rng.choice(len(py), size=min(num_samples, len(py)), replace=False)]
     nx = [None] + [(1.0 - e @ ys.T).mean(axis=1) for e in xo[1:]]
     ny = [None] + [(1.0 - e @ xs.T).mean(axis=1) for e in yo[1:]]
-    return nx, ny
+    return nx, ny, xs, ys
 
 
-def _deletion_penalty(xo, yo, nx, ny, rng, factor) -> float:
+def _deletion_penalty(px, py, xs, ys, rng, factor) -> float:
     n = 2000
-    i = rng.integers(len(xo[1]), size=n)
-    j = rng.integers(len(yo[1]), size=n)
-    cos = np.einsum("nd,nd->n", xo[1][i], yo[1][j])
-    costs = (1.0 - cos) / np.maximum(nx[1][i] + ny[1][j], 1e-6)
+    i = rng.integers(len(px), size=n)
+    j = rng.integers(len(py), size=n)
+    cos = np.einsum("nd,nd->n", px[i], py[j])
+    norm_x = (1.0 - px @ ys.T).mean(axis=1)  # the 1-sentence normalisers, for background rows too
+    norm_y = (1.0 - py @ xs.T).mean(axis=1)
+    costs = (1.0 - cos) / np.maximum(norm_x[i] + norm_y[j], 1e-6)
     return float(factor * np.median(costs))
 
 
@@ -226,15 +261,19 @@ def _band_from_path(blocks: list[Block], scale: int, N: int, M: int, width: int)
     return lo, hi
 
 
-def align_vectors(xo, yo, cfg: DocAlignConfig, rng: np.random.Generator | None = None) -> list[Block]:
-    """Align two documents given their block embeddings (`overlaps_from_*`), coarse to fine when long."""
+def align_vectors(xo, yo, cfg: DocAlignConfig, rng: np.random.Generator | None = None,
+                  background: tuple[np.ndarray, np.ndarray] | None = None) -> list[Block]:
+    """Align two documents given their block embeddings (`overlaps_from_*`), coarse to fine when long.
+
+    `background`: sentence vectors of unrelated text per side, to top up short documents' random pairs."""
     rng = rng or np.random.default_rng(cfg.seed)
     N, M = len(xo[1]), len(yo[1])
     types = alignment_types(cfg.max_size)
     if N == 0 or M == 0:
         return [Block((i,), (), 0.0) for i in range(N)] + [Block((), (j,), 0.0) for j in range(M)]
-    nx, ny = _normalizers(xo, yo, rng, cfg.num_samples)
-    del_penalty = _deletion_penalty(xo, yo, nx, ny, rng, cfg.del_factor)
+    px, py = _random_pools(xo, yo, cfg, rng, background)
+    nx, ny, xs, ys = _normalizers(xo, yo, px, py, rng, cfg.num_samples)
+    del_penalty = _deletion_penalty(px, py, xs, ys, rng, cfg.del_factor)
     if (N + 1) * (M + 1) <= cfg.dense_cells:
         lo, hi = np.zeros(N + 1, dtype=np.int64), np.full(N + 1, M, dtype=np.int64)
     else:
@@ -255,11 +294,47 @@ def _downsample(vectors: np.ndarray, scale: int) -> np.ndarray:
     return l2_normalize(padded.reshape(n, scale, -1).sum(axis=1))
 
 
-def align_documents(src: list[str], tgt: list[str], encoder, cfg: DocAlignConfig | None = None) -> list[Block]:
-    """Align the sentences of two documents; blocks in order, covering every sentence exactly once."""
+def align_documents(src: list[str], tgt: list[str], encoder, cfg: DocAlignConfig | None = None,
+                    background: tuple[list[str], list[str]] | None = None) -> list[Block]:
+    """Align the sentences of two documents; blocks in order, covering every sentence exactly once.
+
+    `background`: unrelated sentences in the source and target languages, used only when a document is
+    shorter than `cfg.min_random` sentences; default `default_background()`."""
     cfg = cfg or DocAlignConfig()
     max_n = cfg.max_size - 1
-    return align_vectors(overlaps_from_text(src, encoder, max_n), overlaps_from_text(tgt, encoder, max_n), cfg)
+    vectors = None
+    if min(len(src), len(tgt)) < cfg.min_random:
+        texts = background or default_background(cfg.min_random, cfg.seed)
+        if texts is not None:
+            vectors = tuple(_encode(encoder, side) for side in texts)
+    return align_vectors(overlaps_from_text(src, encoder, max_n), overlaps_from_text(tgt, encoder, max_n), cfg,
+                         background=vectors)
+
+
+def _encode(encoder, texts: list[str]) -> np.ndarray:
+    return encoder.encode(texts) if texts else np.zeros((0, encoder.dim), np.float32)
+
+
+def default_background(n: int, seed: int = 0) -> tuple[list[str], list[str]] | None:
+    """n random sentences of the embedded Debian guide for each side, English and Vietnamese pooled
+    (the documents' languages are not known here), or None when the guide is not there."""
+    pool = _guide_sentences()
+    if not pool:
+        return None
+    picks = np.random.default_rng(seed).choice(len(pool), size=min(2 * n, len(pool)), replace=False)
+    sample = [pool[i] for i in picks]
+    return sample[:n], sample[n:]
+
+
+@functools.lru_cache(maxsize=1)
+def _guide_sentences() -> tuple[str, ...]:
+    from mtcore.data.paths import DATA_DIR
+
+    paths = [DATA_DIR / "docs" / f"maint-guide.{lang}.txt" for lang in ("en", "vi")]
+    if not all(p.is_file() for p in paths):
+        log.warning("no background sentences (%s missing): short documents are aligned on their own sentences", paths[0].parent)
+        return ()
+    return tuple(s for p in paths for s in read_document(p) if len(s.split()) >= 4)  # sentences, not headings
 
 
 # --------------------------------------------------------------------------- documents in and out

@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
+    ap.add_argument("--background", nargs=2, metavar=("SRC_TXT", "TGT_TXT"),
+                    help=f"unrelated text in the two languages, for documents under {d.min_random} sentences "
+                         "(default: the embedded Debian guide, en and vi)")
     add_common_options(ap)
     return ap
 
@@ -42,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor)  # options checked before any work
     src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
+    background = tuple(read_document(path, args.split) for path in args.background) if args.background else None
     encoder = load_encoder(args.encoder)
     t0 = time.perf_counter()
-    blocks = align_documents(src, tgt, encoder, cfg)
+    blocks = align_documents(src, tgt, encoder, cfg, background)
     seconds = time.perf_counter() - t0
     path = write_alignment(blocks, src, tgt, args.output)
     kinds = Counter(b.kind for b in blocks)
