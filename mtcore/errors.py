@@ -19,11 +19,13 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 EXIT_USER_ERROR = 2
+EXIT_STDOUT_CLOSED = 128 + 13  # what a shell reports for a tool killed by SIGPIPE (`yes | head -1`)
 
 
 class MtcoreError(Exception):
@@ -95,6 +97,14 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
         except KeyboardInterrupt:
             _run_hooks()
             raise
+        except BrokenPipeError:
+            _run_hooks()
+            if not _stdout_closed():
+                raise
+            # `translate … | head -1`: the reader has what it wanted. Quiet, as Unix tools are; stdout goes to
+            # /dev/null so that the interpreter's last flush does not print the same error again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_STDOUT_CLOSED
         except Exception as err:
             _run_hooks()
             if not is_user_error(err):
@@ -103,6 +113,16 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
             return EXIT_USER_ERROR
 
     return wrapped
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe nobody reads any more (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file descriptor
+        return False
 
 
 def run_main(main: Callable[..., int | None], argv: list[str] | None = None) -> int:

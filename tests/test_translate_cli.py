@@ -101,3 +101,20 @@ def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path
                          input=f"{SOURCES[0]}\n".encode(), capture_output=True, env=env, timeout=300)  # a pipe is a file to read
     assert run.returncode == 0 and run.stdout.decode().splitlines() == expected[:1], run.stderr
     assert one_cell("a\tb\r\nc\u2028d") == "a\\tb\\r\\nc d" and len(one_cell("x\x1dy").splitlines()) == 1
+
+
+def test_a_reader_that_stops_early_ends_translate_quietly(ckpt):
+    """`translate … | head -1`: when stdout's reader has gone, translate stops without a message (exit 141, as a
+    tool killed by SIGPIPE), not with `error: Broken pipe`."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first translation is written
+    run = subprocess.run([sys.executable, "-m", "mtcore.translate", "--model", str(ckpt.path)], stdout=write_end,
+                         input="\n".join(SOURCES * 20).encode(), stderr=subprocess.PIPE, env=env, timeout=300)
+    os.close(write_end)
+    assert run.returncode == 141 and run.stderr.decode().strip() == "", run.stderr
