@@ -42,6 +42,12 @@ _OS_HINTS: list[tuple[type[OSError], str]] = [
 ]
 
 _failure_hooks: list[Callable[[], None]] = []
+_path_names: dict[str, str] = {}
+
+
+def name_path(path: str | Path, name: str) -> None:
+    """Errors that mention `path` call it `name`: the saved copy of `--input -` is `stdin` to the user."""
+    _path_names[str(path)] = name
 
 
 def on_failure(hook: Callable[[], None]) -> Callable[[], None]:
@@ -57,6 +63,13 @@ def is_user_error(err: BaseException) -> bool:
 
 def one_line(err: BaseException) -> str:
     """The error as one line: `file: what is wrong; what to do` where the error knows it."""
+    line = _describe(err)
+    for path, name in _path_names.items():
+        line = line.replace(path, name)
+    return line
+
+
+def _describe(err: BaseException) -> str:
     err = getattr(err, "cause", None) or err  # Ray wraps errors raised in tasks: report the original
     if isinstance(err, OSError) and err.filename is not None:
         what = err.strerror or type(err).__name__

@@ -70,6 +70,10 @@ def test_clean_reads_tsv_from_stdin_and_reuses_the_same_input(ray_local, mlflow_
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n"), encoding="utf-8"))
     assert script("pipelines/clean.py")(["--input", "-", "--output", str(tmp_path / "empty"), "--no-mlflow"]) == 2
     assert "standard input is empty" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Open\tMo\n\xff\tx\n"), encoding="utf-8"))
+    assert script("pipelines/clean.py")(["--input", "-", "--output", str(tmp_path / "bad"), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: stdin:2: invalid UTF-8") and "/stdin/" not in err, err  # not the saved copy's name
 
 
 def test_home_option_moves_the_default_outputs(ray_local, tmp_path, capsys, monkeypatch):

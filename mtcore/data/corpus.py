@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mtcore.data.files import read_bytes
-from mtcore.errors import MtcoreError
+from mtcore.errors import MtcoreError, name_path
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +336,7 @@ def spool_stdin(folder: Path, stream: BinaryIO | None = None) -> Path:
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
+    name_path(path, "stdin")  # `stdin:2: invalid UTF-8`, not the copy's name
     return path
 
 
