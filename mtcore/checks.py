@@ -65,6 +65,20 @@ def output_dir(path: str | Path, name: str = "--output") -> Path:
     return path
 
 
+def output_apart(output: str | Path, inputs: dict[str, str | Path], name: str = "--output") -> None:
+    """The output folder neither holds nor lies inside an input: writing it (or `--overwrite`) would replace
+    the data it is reading."""
+    out = Path(output).expanduser().resolve()
+    for what, path in inputs.items():
+        inp = Path(path).expanduser().resolve()
+        if inp == out or out in inp.parents:
+            raise UsageError(f"{name}: {output} holds the input {what} ({path}): the stage would replace what it reads; "
+                             "choose another output")
+        if inp in out.parents and inp.is_dir():
+            raise UsageError(f"{name}: {output} lies inside the input {what} ({path}): the stage would change what it "
+                             "reads; choose another output")
+
+
 def parquet_columns(path: str | Path, required: Iterable[str], name: str = "--input") -> None:
     """A Parquet file or directory has the columns a stage reads (checked on the schema, no data read)."""
     import pyarrow.dataset as pads

@@ -32,6 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from mtcore import checks
 from mtcore.errors import MtcoreError
 
 MANIFEST = "_stage.json"
@@ -136,6 +137,7 @@ class Stage:
     def reuse(self, overwrite: bool = False) -> dict[str, Any] | None:
         """The finished stage's report if it can be reused; None if it must be made (again).
         Raises StageError if the folder holds other work and `overwrite` is not set."""
+        checks.output_apart(self.path, self.inputs)  # before the settings: `--input runs/clean --output runs/clean`
         old = self.manifest()
         if old is not None and old.get("fingerprint") == self.fingerprint and not overwrite:
             return old.get("report", {})

@@ -71,6 +71,11 @@ CATALOGUE = [
     case("clean-output-is-a-file", CLEAN, "--input", "{tsv}", "--output", "{a_file}", culprit="a_file"),
     case("clean-num-cpus-negative", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--num-cpus", "-1", culprit="--num-cpus",
          absent="new_out"),
+    # --overwrite would have replaced the folder, and with it the corpus being read
+    case("clean-output-holds-its-input", CLEAN, "--input", "{corpus_dir}/c.tsv", "--output", "{corpus_dir}", "--overwrite",
+         "--no-mlflow", culprit="holds the input"),
+    case("backtranslate-output-holds-its-corpus", BT, "--corpus", "{corpus_dir}/c.tsv", "--mono", "{mono}", "--output",
+         "{corpus_dir}", "--overwrite", culprit="holds the input --corpus"),
     case("backtranslate-output-is-a-file", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{a_file}", culprit="a_file"),
     # --- more of the same kinds
     case("translate-missing-dir", T, "--model", "{nothing}", culprit="nothing"),
@@ -238,6 +243,9 @@ def _kit(root: Path) -> dict[str, str]:
     k["ckpt_export"] = shutil.copytree(k["ckpt"], root / "ckpt_export")
     k["blank_doc"] = root / "blank.txt"
     k["blank_doc"].write_text("\n  \n\n", encoding="utf-8")
+    k["corpus_dir"] = root / "corpus_dir"
+    k["corpus_dir"].mkdir()
+    shutil.copy(k["tsv"], k["corpus_dir"] / "c.tsv")
     k["a_file"] = root / "a_file"
     k["a_file"].write_text("not a directory\n")
     k["read_only"] = root / "read_only"

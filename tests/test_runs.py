@@ -144,3 +144,21 @@ def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_p
     raw.write_text("Close the window\tĐóng cửa sổ\n", encoding="utf-8")  # a new release of the embedded data
     assert ray_training.resolve_train_data(TrainingJob()) == first
     assert json.loads((tmp_path / "runs" / "clean-embedded" / "report.json").read_text())["input"] == 1
+
+
+def test_a_stage_never_writes_over_its_own_input(tmp_path):
+    """`--input runs/clean --output runs/clean` (or a corpus file inside the output): with --overwrite the stage
+    would replace the data it reads. Refused first, in one line, whatever the settings."""
+    from mtcore.checks import UsageError, output_apart
+
+    corpus = tmp_path / "work" / "c.tsv"
+    corpus.parent.mkdir()
+    corpus.write_text("Open\tMở\n", encoding="utf-8")
+    stage = Stage(tmp_path / "work", "clean", settings={"a": 1}, inputs={"corpus": corpus})
+    with pytest.raises(UsageError, match="holds the input corpus"):
+        stage.reuse(overwrite=True)
+    assert corpus.is_file()
+    with pytest.raises(UsageError, match="lies inside the input --mono"):
+        output_apart(tmp_path / "work" / "out", {"--mono": tmp_path / "work"})
+    output_apart(tmp_path / "elsewhere", {"corpus": corpus, "prefix": tmp_path / "work" / "c"})  # apart: no error
+    output_apart(tmp_path / "work" / "out", {"corpus": corpus})  # beside the input file, in its folder: fine

@@ -305,6 +305,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         load_config(cfg.clean_config)  # its errors now, not after the first stage
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
+    checks.output_apart(root, {"--corpus": cfg.corpus, "--mono": cfg.mono})
     mono = read_mono(cfg.mono)
     given = check_reverse_model(cfg.reverse_model, mono["text"].slice(0, 200).to_pylist())
     resolve_filter_models(cfg)
