@@ -126,7 +126,7 @@ class BTConfig:
         align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
         reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
                                "seed") | code("reverse", "mtcore.nmt", "mtcore.config", "mtcore.distributed", "mtcore.backtranslation.reverse")
-        select = align | pick("mono", "ratio", "max_mono", "seed")
+        select = align | pick("mono", "ratio", "max_mono", "seed") | code("select", "mtcore.backtranslation.select")
         translate = reverse | select | pick("mode", "beam", "top_k", "temperature") | code(
             "translate", "mtcore.backtranslation.translate")
         synthetic = translate | pick("tag") | code("synthetic", "mtcore.backtranslation.pipeline")  # rules: clean_config's

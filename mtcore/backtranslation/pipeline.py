@@ -3,7 +3,7 @@
     clean            raw pairs            → mtcore.cleaning on Ray Data
     align_filter     cleaned pairs        → mtcore.alignment (built-in encoder, auto threshold)
     reverse_model    aligned pairs        → a vi→en checkpoint (given, or trained on Ray Train)
-    select_mono      monolingual text     → at most ratio × real pairs sentences (the rest: `over_ratio`)
+    select_mono      monolingual text     → new sentences (not dev/test or corpus targets, no repeats), at most ratio × real pairs
     backtranslate    selected sentences   → synthetic English sources (Ray Data actor pool)
     synthetic_filter synthetic pairs      → the cleaning rules that judge a pair alone, cosine (the align stage's threshold)
     assemble         real (× upsample) + synthetic pairs → OUT/augmented/, with a `synthetic` column
@@ -187,23 +187,36 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
                          "steps": outcome.steps})
 
 
-def stage_select(cfg: BTConfig, stage: StageDir, mono: pa.Table, n_real: int) -> dict:
-    """Sentences to translate: a seeded sample of at most ratio × real pairs (and `max_mono`)."""
+def stage_select(cfg: BTConfig, stage: StageDir, mono: pa.Table, aligned: Path, n_real: int) -> dict:
+    """Sentences to translate: not held-out targets, not real targets, not repeats; then a seeded sample of at most
+    ratio × real pairs (and `max_mono`). See `mtcore.backtranslation.select`."""
+    from mtcore.backtranslation.select import select_mono
+
     out = stage.begin()
     budget = int(cfg.ratio * n_real)
     if cfg.max_mono:
         budget = min(budget, cfg.max_mono)
-    rng = np.random.default_rng(cfg.seed)
-    chosen = np.sort(rng.permutation(len(mono))[: min(budget, len(mono))])
-    mask = np.zeros(len(mono), dtype=bool)
-    mask[chosen] = True
-    kept, dropped = mono.filter(pa.array(mask)), mono.filter(pa.array(~mask))
-    write_parquet(kept, out / "selected.parquet")
-    rejects = rejects_table(dropped["text"].to_pylist(), [""] * len(dropped), dropped["origin"].to_pylist(), dropped["id"].to_pylist(),
-                            stage="select_mono", reason="over_ratio", details=[f"budget {budget}"] * len(dropped))
-    write_parquet(rejects, out / "rejects.parquet")
-    report = StageReport.from_tables("select_mono", len(mono), kept, rejects, budget=budget).reconcile()
+    real_targets = read_corpus(aligned).column("tgt")
+    chosen = select_mono(mono, real_targets, heldout_targets(cfg), budget, cfg.seed)
+    if len(chosen.kept) == 0:
+        raise BTError(f"--mono: none of its {len(mono):,} sentences is left to back-translate "
+                      f"({StageReport.from_tables('select_mono', len(mono), chosen.kept, chosen.rejects).rejected}); "
+                      "give text that is not already in the corpus or the dev/test sets")
+    write_parquet(chosen.kept, out / "selected.parquet")
+    write_parquet(chosen.rejects, out / "rejects.parquet")
+    report = StageReport.from_tables("select_mono", len(mono), chosen.kept, chosen.rejects, budget=budget,
+                                     eligible=chosen.eligible).reconcile()
     return stage.finish(report.to_dict())
+
+
+def heldout_targets(cfg: BTConfig) -> pa.Array:
+    """The targets of the held-out sets the cleaning rules' TestOverlap reads (none if the rules have no TestOverlap)."""
+    from mtcore.cleaning import load_config
+    from mtcore.cleaning.pipeline import stage_settings as cleaning_settings
+
+    _, heldout = cleaning_settings(load_config(cfg.clean_config))
+    columns = [read_corpus(path).column("tgt") for path in heldout.values() if Path(path).exists()]
+    return pa.chunked_array([c for col in columns for c in col.chunks], pa.string()).combine_chunks()
 
 
 def stage_translate(cfg: BTConfig, stage: StageDir, selected: Path, checkpoint: str) -> dict:
@@ -350,7 +363,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         run("reverse_model", stage_reverse, aligned, given, run_id)
         checkpoint = reports["reverse_model"]["checkpoint"]
         n_real = reports["align_filter"]["kept"]
-        selected = run("select_mono", stage_select, mono, n_real) / "selected.parquet"
+        selected = run("select_mono", stage_select, mono, aligned, n_real) / "selected.parquet"
         translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"
         threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
         synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
