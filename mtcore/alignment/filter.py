@@ -600,7 +600,7 @@ def filter_corpus(
     settings = {k: v for k, v in _jsonable(asdict(cfg)).items()
                 if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)}
     stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
-                  code=("mtcore.alignment", "mtcore.embedding") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
+                  code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)

@@ -122,7 +122,7 @@ class BTConfig:
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
-        clean = pick("corpus", "clean_config", "heldout") | code("clean", "mtcore.cleaning", "mtcore.data.corpus")
+        clean = pick("corpus", "clean_config", "heldout") | code("clean", "mtcore.cleaning", "mtcore.data")
         align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
         reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
                                "seed") | code("reverse", "mtcore.nmt", "mtcore.config", "mtcore.distributed", "mtcore.backtranslation.reverse")

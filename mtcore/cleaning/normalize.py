@@ -59,6 +59,11 @@ def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> 
     tok_t = re.search(r"[\w&]*\Z", tgt[:j]).group(0) + re.match(r"[\w&]*", tgt[j:]).group(0)
     if tok_s == tok_t and i > 0 and (src[i - 1].isalnum()):
         return None
+    # Inside a word and before a capital or digit it joins an identifier (America/Mexico_City, EXTENT_FL, GP_Layer):
+    # a mnemonic inside a word marks a lower-case letter (Vie_w, Dừ_ng).
+    if any(k > 0 and text[k - 1].isalnum() and k + 1 < len(text) and (text[k + 1].isupper() or text[k + 1].isdigit())
+           for text, k in ((src, i), (tgt, j))):
+        return None
     return src[:i] + src[i + 1 :], tgt[:j] + tgt[j + 1 :]
 
 

@@ -286,7 +286,7 @@ def clean_dataset(
     # Absolute paths: Ray's workers do not share the driver's working directory.
     settings, heldout = stage_settings(cfg)
     stage = Stage(output.absolute(), "clean", settings=settings, inputs={"corpus": input_path.absolute(), **heldout},
-                  code=("mtcore.cleaning", "mtcore.data.corpus"))
+                  code=("mtcore.cleaning", "mtcore.data"))
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
 

@@ -114,7 +114,9 @@ def n_words(arr: pa.Array) -> np.ndarray:
 
 
 def norm_key(arr: pa.Array) -> pa.Array:
-    """Lower case, letters and digits only, single spaces: the form compared for copies, duplicates, overlap."""
+    """NFC, lower case, letters and digits only, single spaces: the form compared for copies, duplicates, overlap
+    (NFC: a held-out set typed in decomposed Vietnamese still matches the corpus, which is normalised to NFC)."""
+    arr = pc.utf8_normalize(arr, "NFC")
     return pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(arr), r"[^\pL\pN\pM]+", " "))
 
 
@@ -671,7 +673,11 @@ class TerminalPunctuation(Rule):
 _CP1252_HIGH = "\u20ac\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u017d\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u017e\u0178"
 # UTF-8 read as Latin-1/cp1252: a lead byte (Â-Ç for U+0080–U+01FF, á for U+1E00–U+1EFF, â for U+2000–)
 # followed by a continuation byte rendered as U+0080–U+00BF or a cp1252 symbol: "Ã©", "Æ°", "Ä‘", "á»™", "â€™".
-MOJIBAKE_RE2 = rf"[ÂÃÄÅÆÇ][\x{{80}}-\x{{BF}}{_CP1252_HIGH}]|[áâ][\x{{80}}-\x{{BF}}{_CP1252_HIGH}][\x{{80}}-\x{{BF}}{_CP1252_HIGH}]"
+# The second byte after á is B8–BB (U+1E00–U+1EFF: "¸¹º»"), after â 80–8F (U+2000–U+23FF): a Vietnamese word
+# ending in á before "…”" ("Nhiều quá…”") is text, not mojibake.
+_CONT = rf"[\x{{80}}-\x{{BF}}{_CP1252_HIGH}]"
+_E2_SECOND = "\u20ac\x81\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\x8d\u017d\x8f\x80\x82-\x8c\x8e"
+MOJIBAKE_RE2 = rf"[ÂÃÄÅÆÇ]{_CONT}|á[¸¹º»]{_CONT}|â[{_E2_SECOND}]{_CONT}"
 CONTROL_RE2 = r"[\x{00}-\x{08}\x{0B}\x{0C}\x{0E}-\x{1F}\x{7F}-\x{9F}\x{FFFD}]"
 
 
