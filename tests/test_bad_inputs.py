@@ -68,6 +68,13 @@ CATALOGUE = [
     case("backtranslate-unknown-reverse-preset", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
          "--reverse-preset", "nope", culprit="--reverse-preset", absent="new_out"),
     case("report-dead-server", REPORT, "--store", "http://127.0.0.1:9", "--output", "{new_out}", culprit="127.0.0.1:9", absent="new_out"),
+    case("report-store-typo", REPORT, "--store", "sqlite:///{new_out}/mlfow.db", "--output", "{new_out}/board",
+         culprit="no such MLflow store", absent="new_out"),  # it was created empty and read as "no runs", exit 0
+    case("report-store-not-a-database", REPORT, "--store", "sqlite:///{a_file}", "--output", "{new_out}",
+         culprit="not an SQLite database", absent="new_out"),
+    case("ui-port-out-of-range", UI, "--port", "99999", culprit="--port"),
+    case("clean-rules-path-not-a-string", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_int_path}",
+         culprit="TestOverlap", absent="new_out"),
     case("clean-output-is-a-file", CLEAN, "--input", "{tsv}", "--output", "{a_file}", culprit="a_file"),
     case("clean-num-cpus-negative", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--num-cpus", "-1", culprit="--num-cpus",
          absent="new_out"),
@@ -176,6 +183,9 @@ def _kit(root: Path) -> dict[str, str]:
     torch.set_num_threads(1)
     pairs = toy_pairs(60, seed=3)
     k = {"root": root, "nothing": root / "nothing", "new_out": root / "new_out", "store": f"sqlite:///{root / 'mlflow.db'}"}
+    import mlflow
+
+    mlflow.MlflowClient(tracking_uri=k["store"]).search_experiments()  # the store exists, as after a first run
     tok = train_tokenizer([s for p in pairs for s in p], root / "spm.model", vocab_size=400)
 
     def ckpt(name, **kw):
@@ -213,7 +223,8 @@ def _kit(root: Path) -> dict[str, str]:
     k["doc_en"].write_text("\n".join(s for s, _ in pairs[:10]) + "\n", encoding="utf-8")
     k["doc_vi"].write_text("\n".join(t for _, t in pairs[:10]) + "\n", encoding="utf-8")
     rules = {"rules_ranges": "- LengthRatio: {min_ratio: -3, max_ratio: 0.1}\n", "rules_unknown": "- NoSuchRule: {}\n",
-             "rules_not_yaml": "- LengthRatio: {min_ratio: [\n", "rules_negative": "- TooShort: {min_chars: -1}\n"}
+             "rules_not_yaml": "- LengthRatio: {min_ratio: [\n", "rules_negative": "- TooShort: {min_chars: -1}\n",
+             "rules_int_path": "- TestOverlap: {paths: [2024]}\n"}
     for name, text in rules.items():
         k[name] = root / f"{name}.yaml"
         k[name].write_text(text)

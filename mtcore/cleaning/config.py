@@ -113,6 +113,9 @@ def _check_params(where: str, cls, params, errors: list[str]) -> None:
     for key, value in params.items():
         if key in known and not _type_ok(value, known[key].type):
             errors.append(f"{where}.{key}: expected {known[key].type}, found {type(value).__name__} ({value!r})")
+        elif key in ("paths", "languages") and isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            odd = next(v for v in value if not isinstance(v, str))
+            errors.append(f"{where}.{key}: expected a list of strings, found {type(odd).__name__} ({odd!r}); quote it")
 
 
 _FRACTIONS = ("share", "prob", "overlap")  # parameters that are proportions, in [0, 1]

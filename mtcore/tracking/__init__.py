@@ -53,6 +53,25 @@ def _server_reachable(uri: str, timeout: float = 3.0) -> bool:
         return False
 
 
+def check_sqlite_store(uri: str, *, must_exist: bool) -> None:
+    """An `sqlite:` store is an SQLite file (MLflow would fail deep inside SQLAlchemy), and exists where a reader
+    needs its runs (a mistyped path would otherwise be created empty and read as "no runs")."""
+    if not uri.startswith("sqlite:///"):
+        return
+    db = Path(uri.removeprefix("sqlite:///"))
+    if not db.exists():
+        if must_exist:
+            raise TrackingError(f"{uri}: no such MLflow store ({db} does not exist); check --store or MLFLOW_TRACKING_URI")
+        return
+    if db.is_dir() or db.stat().st_size and _first_bytes(db, 16) != b"SQLite format 3\x00":
+        raise TrackingError(f"{uri}: {db} is not an SQLite database; point --store or MLFLOW_TRACKING_URI at an MLflow store")
+
+
+def _first_bytes(path: Path, n: int) -> bytes:
+    with path.open("rb") as f:
+        return f.read(n)
+
+
 def require_server(uri: str, attempts: int = 2, timeout: float = 3.0) -> None:
     """A short probe (and one retry) before a tool that needs this server talks to it."""
     if not uri.startswith(("http://", "https://")):

@@ -126,9 +126,10 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
     """Read every run of `experiment` (all experiments when None) from the store."""
     import mlflow
 
-    from mtcore.tracking import require_server, tracking_uri
+    from mtcore.tracking import check_sqlite_store, require_server, tracking_uri
 
     store = store or tracking_uri()
+    check_sqlite_store(store, must_exist=True)
     require_server(store)  # a dead server fails in seconds, not after MLflow's minutes of retries
     client = mlflow.MlflowClient(tracking_uri=store)
     existing = {e.name: e for e in client.search_experiments()}

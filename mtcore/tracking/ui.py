@@ -40,7 +40,7 @@ from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.runs import home
-from mtcore.tracking import artifact_root, local_store_uri
+from mtcore.tracking import TrackingError, artifact_root, check_sqlite_store, local_store_uri
 
 DEFAULT_HOST = "127.0.0.1"  # loopback: the store holds unpublished work; use an SSH tunnel to share it
 DEFAULT_PORT = 5000  # MLflow's own default, and what the cluster's head node uses
@@ -177,6 +177,10 @@ def _check_store(store: str) -> None:
         db = Path(store.removeprefix("sqlite:///"))
         if not db.parent.is_dir():
             raise UIError(f"--store {store}: directory {db.parent} does not exist")
+    try:
+        check_sqlite_store(store, must_exist=False)  # a new store is fine: the UI creates it
+    except TrackingError as err:
+        raise UIError(str(err)) from None
 
 
 def start_server(
@@ -277,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes (default: %(default)s)")
     add_common_options(ap)
     args = ap.parse_args(argv)
+    if not 1 <= args.port <= 65535:
+        print(f"error: --port: {args.port} is out of range; pass a port in 1..65535", file=sys.stderr)
+        return 2
     store = args.store or local_store_uri()
     env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
     if env_uri.startswith(("http://", "https://")) and args.store is None:
