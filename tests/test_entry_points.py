@@ -99,6 +99,11 @@ def test_text_export_keeps_lines_aligned(tmp_path):
     assert (src.name, tgt.name) == ("out.de", "out.en")
     assert len(src.read_text(encoding="utf-8").splitlines()) == len(tgt.read_text(encoding="utf-8").splitlines()) == 3
     assert export_text(tmp_path / "c.parquet", "parquet", tmp_path / "out") == []
+    # a stage that kept nothing exports empty files (it was "corpus is empty", exit 2, after the summary)
+    empty = tmp_path / "kept"
+    write_parquet(pa.table({"src": pa.array([], pa.string()), "tgt": pa.array([], pa.string())}), empty / "part-0.parquet")
+    src, tgt = export_text(empty, "txt", tmp_path / "none")
+    assert src.read_text(encoding="utf-8") == tgt.read_text(encoding="utf-8") == ""
 
 
 def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, toy_files):

@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from mtcore.data.corpus import read_corpus
+from mtcore.data.corpus import CorpusError, read_corpus
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +23,33 @@ def _flat(text: str) -> str:
     return " ".join(text.replace("\t", " ").splitlines())
 
 
+def _columns(corpus: str | Path) -> tuple[list[str], list[str]]:
+    """src and tgt of a corpus; a stage that kept nothing is an empty export, not an error."""
+    try:
+        table = read_corpus(corpus)
+    except CorpusError:
+        if _parquet_rows(corpus) == 0:
+            return [], []
+        raise
+    return table.column("src").to_pylist(), table.column("tgt").to_pylist()
+
+
+def _parquet_rows(corpus: str | Path) -> int | None:
+    import pyarrow.dataset as pads
+
+    try:
+        return pads.dataset(str(corpus), format="parquet").count_rows()
+    except (OSError, ValueError):
+        return None
+
+
 def export_text(corpus: str | Path, fmt: str, dest: str | Path, langs: tuple[str, str] = ("en", "vi")) -> list[Path]:
     """Write `corpus` (any corpus path) next to `dest` as `fmt`; the files written (none for parquet)."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: choose from {list(FORMATS)}")
     if fmt == "parquet":
         return []
-    table = read_corpus(corpus)
-    src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
+    src, tgt = _columns(corpus)
     flat_src, flat_tgt = [_flat(s) for s in src], [_flat(t) for t in tgt]
     changed = sum(a != b or c != d for a, b, c, d in zip(src, flat_src, tgt, flat_tgt))
     if changed:
