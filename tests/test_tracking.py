@@ -49,6 +49,14 @@ def test_flatten_truncates_long_values():
     assert len(tracking.flatten({"x": "a" * 2000})["x"]) == tracking.MAX_PARAM_CHARS
 
 
+def test_a_rule_list_is_one_param_per_setting():
+    """Two clean runs whose LengthRatio bounds differ must differ in MLflow (the list was one string, cut at 500)."""
+    rules = [{"NonEmpty": {}}, {"LengthRatio": {"min_ratio": 0.2, "max_ratio": 3.0}}, {"LengthRatio": {"min_ratio": 0.5}}]
+    flat = tracking.flatten({"config": {"rules": rules}})
+    assert flat["config.rules.order"] == "NonEmpty,LengthRatio,LengthRatio"
+    assert flat["config.rules.LengthRatio.max_ratio"] == "3.0" and flat["config.rules.LengthRatio#2.min_ratio"] == "0.5"
+
+
 def test_data_version_changes_with_content(tmp_path):
     f = tmp_path / "c.parquet"
     f.write_bytes(b"one")

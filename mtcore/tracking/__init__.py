@@ -252,11 +252,23 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
+        if _named_items(value):  # a rule list [{LengthRatio: {...}}, ...]: one param per setting, not one cut string
+            flat[f"{name}.order"] = ",".join(next(iter(item)) for item in value)[:MAX_PARAM_CHARS]
+            seen: dict[str, int] = {}
+            for item in value:
+                (kind, settings), = item.items()
+                seen[kind] = seen.get(kind, 0) + 1
+                label = kind if seen[kind] == 1 else f"{kind}#{seen[kind]}"
+                flat.update(flatten(settings if isinstance(settings, dict) else {"value": settings}, f"{name}.{label}."))
+        elif isinstance(value, dict):
             flat.update(flatten(value, f"{name}."))
         else:
             flat[name] = str(value)[:MAX_PARAM_CHARS]
     return flat
+
+
+def _named_items(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) and len(v) == 1 for v in value)
 
 
 def git_commit() -> str:
