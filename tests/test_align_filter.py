@@ -92,6 +92,11 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
     assert filter_corpus(src, out, cfg, use_ray=False, track=False).skipped
     again = filter_corpus(src, out, FilterConfig(encoder=encoder_dir, threshold=-1.0), use_ray=False, overwrite=True, track=False)
     assert not again.skipped and again.report["kept"] == 200
+    # A stage folder as input counts by its kept/: files added beside it (clean --format tsv, plots) change nothing
+    (tmp_path / "in" / "_stage.json").write_text("{}")
+    filter_corpus(tmp_path / "in", tmp_path / "out2", cfg, use_ray=False, track=False)
+    (tmp_path / "in" / "kept.tsv").write_text("a\tb\n")
+    assert filter_corpus(tmp_path / "in", tmp_path / "out2", cfg, use_ray=False, track=False).skipped
 
 
 def test_config_errors():

@@ -577,10 +577,13 @@ def filter_corpus(
     from mtcore.data.corpus import CorpusError, is_parallel_prefix, read_corpus, write_parquet
     from mtcore.data.ledger import StageReport, write_report
     from mtcore.embedding import check_encoder, resolve_encoder
-    from mtcore.runs import Stage
+    from mtcore.runs import Stage, resolve_data
 
     cfg = cfg or FilterConfig()
     output = checks.output_dir(output)
+    # A stage folder counts by the kept/ it gives, not by its text exports or plots: `clean --format tsv` on a
+    # reused stage adds files there, and this stage was then refused as made from another input.
+    input_path = resolve_data(input_path)[0]
     if not Path(input_path).exists() and not is_parallel_prefix(Path(input_path)):
         raise CorpusError(f"{input_path}: file not found")  # before the encoder, which may have to be trained
     if cfg.score == "classifier" and str(cfg.encoder) != "builtin":

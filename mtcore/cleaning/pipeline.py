@@ -275,9 +275,9 @@ def clean_dataset(
 
     from mtcore.distributed.cluster import available_cpus, init_ray
     from mtcore.data.corpus import CorpusError, is_parallel_prefix, load_corpus
-    from mtcore.runs import Stage
+    from mtcore.runs import Stage, resolve_data
 
-    output, input_path = Path(output), Path(input_path)
+    output, input_path = Path(output), resolve_data(input_path)[0]  # a stage folder counts by its kept/
     checks.at_least("--num-cpus", num_cpus, 1)
     checks.output_dir(output)
     cfg = cfg or load_config()
