@@ -235,3 +235,21 @@ def test_a_search_re_picks_auto_for_its_trial_budget():
     longer = TuneJob.load(DEFAULT_SEARCH, ["train.time_budget_min=12"])
     assert longer.base.run.model.d_model == 128 and longer.base.run.train.time_budget_min == 12
     assert default.search.start_from_base and base_point(default)["train"]["lr_scale"] == default.base.run.train.lr_scale
+
+
+def test_the_run_name_changes_with_what_is_trained():
+    """A rerun with the corpus columns swapped, or with other workers (another batch per step), is another run:
+    it used to resume the old one under the same name and publish its checkpoint."""
+    from mtcore.distributed.jobs import DEFAULT_JOB
+
+    base = TrainingJob.load(DEFAULT_JOB).run_name("d")
+    assert TrainingJob.load(DEFAULT_JOB, ["job.test_limit=5", "job.experiment=x"]).run_name("d") == base  # where tested/logged
+    others = [TrainingJob.load(DEFAULT_JOB, [o]).run_name("d") for o in ("job.corpus_langs=vi-en", "job.workers=1", "job.use_gpu=no")]
+    assert base not in others and len(set(others)) == 3
+
+
+def test_expected_steps_respect_a_step_cap():
+    from mtcore.distributed.jobs import DEFAULT_JOB
+
+    assert make_plan(TrainingJob.load(DEFAULT_JOB), cpus=2, gpus=0).expected_steps > 500  # the 11-minute default
+    assert make_plan(TrainingJob.load(DEFAULT_JOB, ["train.max_steps=100"]), cpus=2, gpus=0).expected_steps == 100

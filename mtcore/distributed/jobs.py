@@ -159,7 +159,12 @@ class TrainingJob:
     def fingerprint(self, data_version: str = "") -> str:
         """Hash of everything that changes what is trained (not where it is logged or tested). `data_version`
         (the training corpus's content hash, once resolved) makes the same path with other contents another run."""
-        keep = {k: v for k, v in self.job.to_dict().items() if k in ("train_data", "train_limit", "vocab_size")}
+        job = self.job.to_dict()
+        keep = {k: v for k, v in job.items() if k in ("train_data", "train_limit", "vocab_size")}
+        # Which column is the source, and the workers that make a step's batch, change what is trained; counted when
+        # set, so that the runs of the defaults keep their names (and resume).
+        defaults = JobConfig().to_dict()
+        keep |= {k: job[k] for k in ("corpus_langs", "workers", "use_gpu") if job[k] != defaults[k]}
         data = {}
         if data_version:
             # At run time the data count by their contents, not their paths (another output folder with the

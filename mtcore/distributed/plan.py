@@ -111,6 +111,8 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
     expected = None
     if not use_gpu and preset and t.time_budget_min and workers == 2 and t.max_tokens * t.accumulation * workers == _CPU_BATCH:
         expected = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min)
+        if t.max_steps:  # the step cap ends the run first when it is lower
+            expected = min(expected, t.max_steps)
     return TrainingPlan(
         workers=workers, use_gpu=use_gpu, cpus=cpus, gpus=gpus, backend="nccl" if use_gpu else "gloo",
         precision="bf16 autocast" if use_gpu and t.bf16 else "fp32", max_tokens=t.max_tokens,
