@@ -380,6 +380,14 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
+    def check_positions(self) -> RunConfig:
+        """A kept training pair has up to max_len tokens plus BOS/EOS; a shorter position table fails mid-training.
+        (A training job checks it before it starts; a search lets such a trial fail and goes on.)"""
+        if self.model.arch == "transformer" and self.model.max_positions < self.train.max_len + 2:
+            raise ConfigError(f"`model.max_positions` {self.model.max_positions} is below `train.max_len` {self.train.max_len} + 2 "
+                              "(the tokens of the longest kept pair and BOS/EOS); raise it or lower train.max_len")
+        return self
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         _check_keys(cls, d, "")

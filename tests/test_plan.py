@@ -253,3 +253,11 @@ def test_expected_steps_respect_a_step_cap():
 
     assert make_plan(TrainingJob.load(DEFAULT_JOB), cpus=2, gpus=0).expected_steps > 500  # the 11-minute default
     assert make_plan(TrainingJob.load(DEFAULT_JOB, ["train.max_steps=100"]), cpus=2, gpus=0).expected_steps == 100
+
+
+def test_a_position_table_shorter_than_the_longest_pair_is_refused_before_training():
+    from mtcore.distributed.jobs import DEFAULT_JOB
+
+    with pytest.raises(ConfigError, match="max_positions. 8 is below .train.max_len. 256"):
+        TrainingJob.load(DEFAULT_JOB, ["model.max_positions=8"])
+    TrainingJob.load(DEFAULT_JOB, ["model.max_positions=8", "train.max_len=6"])  # consistent: accepted

@@ -145,3 +145,25 @@ def test_best_checkpoint_follows_best_metric_skips_nan_and_prefers_the_later_on_
     nothing = SimpleNamespace(best_checkpoints=[("a", {"dev/loss": float("nan")})], checkpoint="latest", metrics={"step": 9})
     assert ray_training.best_checkpoint(nothing, TrainConfig(best_metric="loss")) == ("latest", {"step": 9})
     assert ray_training.best_checkpoint(SimpleNamespace(best_checkpoints=[], checkpoint=None, metrics={}), TrainConfig())[0] is None
+
+
+def test_a_workers_user_error_is_found_inside_ray_trains_wrapper():
+    """A bad file or setting raised on a worker reaches the user as one line (run_training turns it into a JobError);
+    anything else is a bug and keeps its traceback."""
+    from ray.train import WorkerGroupError
+
+    from mtcore.data.corpus import CorpusError
+
+    bad = CorpusError("dev.tsv:31: expected 2 tab-separated columns (src, tgt), found 3")
+    assert ray_training.user_error_of(WorkerGroupError("rank 1 failed", {0: RuntimeError("lost"), 1: bad})) is bad
+    assert ray_training.user_error_of(WorkerGroupError("rank 0 failed", {0: ZeroDivisionError()})) is None
+    assert ray_training.user_error_of(RuntimeError("not from Ray Train")) is None
+
+
+def test_dev_and_test_sets_are_read_before_training(runs_dir, tmp_path):
+    """A damaged test file was found after all the training (11 minutes with the default job)."""
+    bad = tmp_path / "test_bad.tsv"
+    bad.write_text("Open\tMở\nSave\tLưu\tthird\n", encoding="utf-8")
+    job = TrainingJob.load(None, [f"job.test_data={bad}"])
+    with pytest.raises(Exception, match="test_bad.tsv:2"):
+        ray_training.prepare_inputs(job)

@@ -141,7 +141,9 @@ class TrainingJob:
             if not isinstance(data, dict):
                 raise ConfigError(f"{path}: a job file must be a mapping with job/model/train sections")
         data, rest = apply_early_overrides(data, overrides)
-        return cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
+        job = cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
+        job.run.check_positions()
+        return job
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":
         for item in overrides:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtcore.errors import MtcoreError
+from mtcore.errors import MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
@@ -149,10 +149,22 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
                     parent=parent_run_id, continue_named=True)
 
 
+def user_error_of(err: BaseException) -> BaseException | None:
+    """The user error (bad file, setting) a worker raised, inside Ray Train's WorkerGroupError; None for a bug."""
+    from mtcore.errors import is_user_error
+
+    for failure in (getattr(err, "worker_failures", None) or {}).values():
+        failure = getattr(failure, "cause", None) or failure
+        if is_user_error(failure):
+            return failure
+    return None
+
+
 def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
         if not Path(path).exists():
             raise JobError(f"{label}: {path} not found")
+        load_pairs(path, job)  # read now: a damaged line or a wrong format is said before training, not after it
     from mtcore.tracking import data_version
 
     train_data = resolve_train_data(job)
@@ -413,7 +425,14 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     inputs = prepare_inputs(job, parent_run_id)
     echo = progress_echo if progress_echo is not None else (lambda line: print(line, flush=True))
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
-        result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
+        try:
+            result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
+        except Exception as err:  # Ray Train raises a worker's error wrapped: a user's mistake stays one line
+            _mark_failed(inputs)
+            cause = user_error_of(err)
+            if cause is None:
+                raise
+            raise JobError(f"training run '{inputs.run_name}' failed: {one_line(cause)}") from None
     if result.error is not None:
         _mark_failed(inputs)
         raise JobError(f"training run '{inputs.run_name}' failed: {result.error}") from result.error
