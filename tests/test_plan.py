@@ -261,3 +261,14 @@ def test_a_position_table_shorter_than_the_longest_pair_is_refused_before_traini
     with pytest.raises(ConfigError, match="max_positions. 8 is below .train.max_len. 256"):
         TrainingJob.load(DEFAULT_JOB, ["model.max_positions=8"])
     TrainingJob.load(DEFAULT_JOB, ["model.max_positions=8", "train.max_len=6"])  # consistent: accepted
+
+
+def test_tune_dry_run_counts_the_grid(tmp_path):
+    """`--dry-run` printed num_samples; with `grid` keys Tune runs num_samples × the grid."""
+    space = tmp_path / "grid.yaml"
+    space.write_text("model.heads: {grid: [2, 4]}\ntrain.warmup: {choice: [10, 40]}\n")
+    code = ("import sys; sys.argv = ['tune', '--config', 'experiments/configs/tune_tiny.yaml', '--search-space', "
+            f"{str(space)!r}, '--num-samples', '3', '--dry-run']; import runpy; runpy.run_path('experiments/tune_transformer.py', run_name='__main__')")
+    proc = run_cli([], code=code)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^trials +6 \(3 samples × the grid\)", proc.stdout, re.M), proc.stdout

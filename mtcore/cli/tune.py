@@ -1,7 +1,7 @@
 """Search Transformer hyperparameters with Ray Tune; every trial is a Ray Train DDP run tracked in MLflow.
 
     python experiments/tune_transformer.py                                  # 12 trials of 500 steps around the default, ASHA
-    python experiments/tune_transformer.py train.time_budget_min=10         # 10-minute trials (preset auto re-picks)
+    python experiments/tune_transformer.py train.max_steps=0 train.time_budget_min=15  # 15-minute trials: auto re-picks mini
     python experiments/tune_transformer.py --num-samples 8 --scheduler fifo --time-budget 30
     python experiments/tune_transformer.py --search optuna                  # needs: pip install 'mtcore[optuna]'
     python experiments/tune_transformer.py --resume                         # continue an interrupted search
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 resolve_train_data(tj.base)
             print(f"resources    {plan_search(tj).describe()}")
-            print(f"trials       {tj.search.num_samples}, {tj.search.scheduler} scheduler, {tj.search.search} search")
+            grid = "" if tj.search.trials == tj.search.num_samples else f" ({tj.search.num_samples} samples × the grid)"
+            print(f"trials       {tj.search.trials}{grid}, {tj.search.scheduler} scheduler, {tj.search.search} search")
             for param in tj.search.space:
                 print(f"space        {param.key}: {param.describe()}")
             return 0
