@@ -258,3 +258,14 @@ def test_ddp_two_cpu_ranks_stay_in_step(tokenizer, tmp_path):
         assert {k: v for k, v in a.items() if k != "train/tokens_per_s"} == {k: v for k, v in b.items() if k != "train/tokens_per_s"}
     assert len(r0["logged"]) == 2
     assert r0["bleu"] == r1["bleu"]
+
+
+def test_pairs_left_out_are_counted_by_why(tokenizer):
+    """An empty side was reported as "longer than max_len"."""
+    from mtcore.nmt.training import encode_pairs, encode_pairs_counted
+
+    long_src = " ".join(["open the file"] * 40)
+    pairs = PAIRS[:5] + [("", "Mở tệp"), ("Open", ""), (long_src, "Mở tệp")]
+    kept, why = encode_pairs_counted(tokenizer, pairs, 32)
+    assert len(kept) == 5 and why == {"empty": 2, "too_long": 1}
+    assert encode_pairs(tokenizer, pairs, 32)[1] == 3

@@ -127,10 +127,23 @@ def oriented_pairs(table, model_cfg: ModelConfig, corpus_langs: tuple[str, str] 
 
 def encode_pairs(tokenizer: Tokenizer, pairs: Pairs, max_len: int) -> tuple[list[tuple[list[int], list[int]]], int]:
     """Token ids (no BOS/EOS) of the pairs whose sides fit `max_len` tokens with BOS/EOS; and how many did not."""
+    kept, skipped = encode_pairs_counted(tokenizer, pairs, max_len)
+    return kept, sum(skipped.values())
+
+
+def encode_pairs_counted(tokenizer: Tokenizer, pairs: Pairs, max_len: int) -> tuple[list[tuple[list[int], list[int]]], dict[str, int]]:
+    """As `encode_pairs`, with the pairs left out counted by why: an empty side, or a side over max_len."""
     src = tokenizer.encode([s for s, _ in pairs])
     tgt = tokenizer.encode([t for _, t in pairs])
-    kept = [(s, t) for s, t in zip(src, tgt) if 0 < len(s) < max_len and 0 < len(t) < max_len]
-    return kept, len(pairs) - len(kept)
+    kept, empty, long = [], 0, 0
+    for s, t in zip(src, tgt):
+        if not s or not t:
+            empty += 1
+        elif len(s) >= max_len or len(t) >= max_len:
+            long += 1
+        else:
+            kept.append((s, t))
+    return kept, {"empty": empty, "too_long": long}
 
 
 def _lengths(encoded) -> tuple[list[int], list[int]]:
@@ -222,7 +235,7 @@ class TrainResult:
     tokens_per_s: float  # source + target non-pad tokens per second over the run, all ranks
     best_bleu: float
     last_metrics: dict[str, float]  # the last validation
-    skipped_pairs: int  # training pairs over max_len
+    skipped_pairs: int  # training pairs over max_len or with an empty side
     averaged: dict[str, Any] = field(default_factory=dict)  # train.average_last: snapshot steps, dev BLEU/loss, kept
 
 
@@ -316,11 +329,14 @@ def fit(
     rank, world = dist_info()
     t_start = time.perf_counter()
     budget = time_budget_s if time_budget_s is not None else train_cfg.time_budget_min * 60.0
-    train, skipped = encode_pairs(tokenizer, train_pairs, train_cfg.max_len)
+    train, why = encode_pairs_counted(tokenizer, train_pairs, train_cfg.max_len)
+    skipped = sum(why.values())
     if not train:
         raise ValueError(f"no training pairs fit `max_len` ({train_cfg.max_len}) of {len(train_pairs)}")
     if skipped and rank == 0:
-        log.warning("skipped %d of %d training pairs longer than max_len=%d", skipped, len(train_pairs), train_cfg.max_len)
+        reasons = [f"{why['too_long']} longer than max_len={train_cfg.max_len}"] * bool(why["too_long"]) + [
+            f"{why['empty']} with an empty side"] * bool(why["empty"])
+        log.warning("skipped %d of %d training pairs: %s", skipped, len(train_pairs), ", ".join(reasons))
     dev, _ = encode_pairs(tokenizer, dev_pairs, min(train_cfg.max_len, model_cfg.max_positions - 1))
 
     torch.manual_seed(train_cfg.seed)  # identical initial weights on every rank
