@@ -110,6 +110,9 @@ def test_resume_continues_exactly(tokenizer, tmp_path):
 def test_stop_rules(tokenizer):
     budget = fit(quick(max_steps=1000), TINY, PAIRS, PAIRS, tokenizer, time_budget_s=1e-3)
     assert (budget.stop_reason, budget.steps) == ("time_budget", 1)
+    # a rerun of a run that spent its budget trains no further (it used to get a whole new budget)
+    again = fit(quick(max_steps=1000), TINY, PAIRS, PAIRS, tokenizer, time_budget_s=1e-3, state=budget.state.to_dict())
+    assert (again.stop_reason, again.steps) == ("time_budget", 1) and again.state.train_seconds >= budget.state.train_seconds
     # a learning rate too small to change BLEU: the first validation sets the best, two more without gain stop it
     stuck = fit(quick(lr_scale=1e-9, validate_every=1, patience=2, max_steps=50), TINY, PAIRS, PAIRS, tokenizer)
     assert (stuck.stop_reason, stuck.steps) == ("patience", 3)

@@ -190,6 +190,7 @@ class TrainState:
     best_loss: float = math.inf
     bad_validations: int = 0  # validations since the best `train.best_metric`
     last_validation: dict[str, Any] = field(default_factory=dict)  # signatures, samples
+    train_seconds: float = 0.0  # wall time trained so far, over every resume: the time budget counts it
 
     def to_dict(self, include_model: bool = True) -> dict[str, Any]:
         d = {
@@ -201,6 +202,7 @@ class TrainState:
             "best_bleu": self.best_bleu,
             "best_loss": self.best_loss,
             "bad_validations": self.bad_validations,
+            "train_seconds": self.train_seconds,
         }
         if include_model:
             d["model"] = self.model.state_dict()
@@ -216,6 +218,7 @@ class TrainState:
         for key in ("step", "epoch", "groups_done", "best_bleu", "bad_validations"):
             setattr(self, key, d[key])
         self.best_loss = d.get("best_loss", math.inf)  # absent in checkpoints written before best_metric
+        self.train_seconds = d.get("train_seconds", 0.0)  # absent before resumes counted the budget
 
     def best(self) -> dict[str, float]:
         return {"dev/bleu": self.best_bleu, "dev/loss": self.best_loss}
@@ -345,6 +348,7 @@ def fit(
     ts = TrainState(model, optimizer, scheduler)
     if state is not None:
         ts.load(state)
+    spent_before = ts.train_seconds  # a resumed run gets what is left of its budget, not a new one
     torch.manual_seed(train_cfg.seed + 1000 * rank + ts.step)  # dropout streams differ per rank, resume-safe
     net = model
     if world > 1:
@@ -402,8 +406,10 @@ def fit(
         if on_validation is not None:
             on_validation(dict(last_metrics), ts)
 
-    # A resumed run may already be at its step limit: train no further step.
+    # A resumed run may already be at its step limit or out of time: train no further step.
     stop_reason = "max_steps" if train_cfg.max_steps and ts.step >= train_cfg.max_steps else ""
+    if not stop_reason and budget and spent_before >= budget:
+        stop_reason = "time_budget"
     while not stop_reason:
         if ts.epoch >= train_cfg.max_epochs:
             stop_reason = "max_epochs"
@@ -435,6 +441,7 @@ def fit(
             optimizer.zero_grad(set_to_none=True)
             ts.step += 1
             ts.groups_done += 1
+            ts.train_seconds = spent_before + time.perf_counter() - t_start
             window["grad_norm"] += float(grad_norm)
             window["steps"] += 1
             snapshots.maybe_take(model, ts.step)
@@ -448,7 +455,7 @@ def fit(
                     stop_reason = "patience"
             if not stop_reason and train_cfg.max_steps and ts.step >= train_cfg.max_steps:
                 stop_reason = "max_steps"
-            if not stop_reason and budget and _any_rank(time.perf_counter() - t_start >= budget, device):
+            if not stop_reason and budget and _any_rank(ts.train_seconds >= budget, device):
                 stop_reason = "time_budget"
             if stop_reason:
                 break
