@@ -36,8 +36,9 @@ from mtcore import checks
 from mtcore.errors import MtcoreError
 
 MANIFEST = "_stage.json"
-_WHOLE_FILE = 8 * 1024**2  # files up to this size are hashed whole; larger ones by size and samples
+_WHOLE_FILE = 1024**3  # files up to this size are hashed whole (about 1.5 s a GiB); larger ones by size and samples
 _SAMPLE = 1024**2
+_CHUNK = 8 * 1024**2
 
 
 class StageError(MtcoreError, ValueError):
@@ -61,9 +62,9 @@ def _files(path: Path) -> list[Path]:
 
 
 def content_hash(path: str | Path) -> str:
-    """A cheap hash of what a file or folder holds: small files whole; large ones by their size and
-    three 1 MiB samples (start, middle, end). Renaming or touching a file does not change it; editing
-    a small file, or resizing a large one, does."""
+    """A hash of what a file or folder holds: files up to 1 GiB whole; larger ones by their size and three
+    1 MiB samples (start, middle, end). Renaming or touching a file does not change it; editing a file up
+    to 1 GiB, or resizing a larger one, does. (At 8 MiB, an in-place fix of a 13 MB corpus went unseen.)"""
     path = Path(path)
     h = hashlib.sha256()
     for f in _files(path):
@@ -72,7 +73,8 @@ def content_hash(path: str | Path) -> str:
         h.update(f"{name}\0{size}\0".encode())
         with f.open("rb") as fh:
             if size <= _WHOLE_FILE:
-                h.update(fh.read())
+                while chunk := fh.read(_CHUNK):
+                    h.update(chunk)
             else:
                 for offset in (0, size // 2, size - _SAMPLE):
                     fh.seek(offset)
