@@ -162,3 +162,14 @@ def test_a_stage_never_writes_over_its_own_input(tmp_path):
         output_apart(tmp_path / "work" / "out", {"--mono": tmp_path / "work"})
     output_apart(tmp_path / "elsewhere", {"corpus": corpus, "prefix": tmp_path / "work" / "c"})  # apart: no error
     output_apart(tmp_path / "work" / "out", {"corpus": corpus})  # beside the input file, in its folder: fine
+
+
+def test_an_in_place_edit_of_a_13_mb_corpus_is_seen(tmp_path):
+    """Same size, away from the start, middle and end: a sampled hash missed it (it sampled files over 8 MiB)."""
+    big = tmp_path / "big.tsv"
+    data = bytearray(b"Open the file\tMo tep\n" * 650_000)  # 13.6 MB
+    big.write_bytes(data)
+    before = content_hash(big)
+    data[3_000_000:3_000_004] = b"Save"
+    big.write_bytes(data)
+    assert content_hash(big) != before
