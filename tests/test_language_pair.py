@@ -98,3 +98,17 @@ def test_a_pair_without_its_own_data_or_with_unknown_languages_fails_before_work
                                 "job.dev_data=y", "job.test_data=z"])
     with pytest.raises(ConfigError, match="py3langid does not know"):
         load_config().with_languages("xx", "en")
+
+
+def test_a_moses_prefix_of_another_pair_is_training_and_test_data(tmp_path):
+    """`--data train` with train.de + train.en (and dev/test prefixes) for a de→en model: it looked for train.vi."""
+    from mtcore.distributed import ray_training
+
+    pairs = [("Öffne die Datei", "Open the file"), ("Speichern unter", "Save as")]
+    for lang, side in (("de", 0), ("en", 1)):
+        (tmp_path / f"train.{lang}").write_text("".join(p[side] + "\n" for p in pairs), encoding="utf-8")
+    prefix = tmp_path / "train"
+    job = TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en", f"job.train_data={prefix}", f"job.dev_data={prefix}",
+                                  f"job.test_data={prefix}"])
+    assert ray_training.resolve_train_data(job) == str((tmp_path / "train").absolute())
+    assert ray_training.load_pairs(str(tmp_path / "train"), job) == pairs

@@ -150,8 +150,8 @@ def _side_file(prefix: Path, lang: str) -> Path:
     return packed if packed.is_file() and not plain.is_file() else plain
 
 
-def is_parallel_prefix(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -> bool:
-    return any(_side_file(path, lang).exists() for lang in (src_lang, tgt_lang))
+def is_parallel_prefix(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> bool:
+    return any(_side_file(Path(path), lang).exists() for lang in (src_lang, tgt_lang))
 
 
 # --------------------------------------------------------------------------- Parquet

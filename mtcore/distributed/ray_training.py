@@ -64,6 +64,13 @@ class PreparedInputs:
         return TrackedRun(self.tracking_uri, self.mlflow_run_id)
 
 
+def columns_of(job: TrainingJob) -> tuple[str, str]:
+    """The languages of the corpus's src and tgt columns (what PREFIX.xx files a Moses-style corpus has)."""
+    from mtcore.nmt.training import corpus_languages
+
+    return corpus_languages(job.run.model, job.job.corpus_langs)
+
+
 def resolve_train_data(job: TrainingJob) -> str:
     """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
     if job.job.train_data:
@@ -71,7 +78,7 @@ def resolve_train_data(job: TrainingJob) -> str:
         from mtcore.runs import resolve_data
 
         path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
-        if not path.exists() and not is_parallel_prefix(path):
+        if not path.exists() and not is_parallel_prefix(path, *columns_of(job)):
             raise JobError(f"job.train_data: {path} not found")
         return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset
@@ -94,7 +101,8 @@ def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, s
     from mtcore.data.corpus import read_corpus
     from mtcore.nmt.training import corpus_languages, oriented_pairs
 
-    table = read_corpus(path)
+    langs = columns_of(job)
+    table = read_corpus(path, src_lang=langs[0], tgt_lang=langs[1])  # a PREFIX is PREFIX.de + PREFIX.en for de-en
     if limit:
         table = table.slice(0, limit)
     return oriented_pairs(table, job.run.model, corpus_languages(job.run.model, job.job.corpus_langs))
@@ -111,7 +119,8 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}-{code_version('mtcore.nmt.tokenizer')[:8]}"
     path = home() / "tokenizers" / key / "spm.model"
     if not path.is_file():
-        table = read_corpus(train_data)
+        langs = columns_of(job)
+        table = read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1])
         if job.job.train_limit:
             table = table.slice(0, job.job.train_limit)
         texts = table.column("src").to_pylist() + table.column("tgt").to_pylist()
@@ -161,8 +170,10 @@ def user_error_of(err: BaseException) -> BaseException | None:
 
 
 def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
+    from mtcore.data.corpus import is_parallel_prefix
+
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
-        if not Path(path).exists():
+        if not Path(path).exists() and not is_parallel_prefix(path, *columns_of(job)):
             raise JobError(f"{label}: {path} not found")
         load_pairs(path, job)  # read now: a damaged line or a wrong format is said before training, not after it
     from mtcore.tracking import data_version

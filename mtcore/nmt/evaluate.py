@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         raise CheckpointError(f"{args.model}: the model translates {model_dir}, not {direction} ({hint})")
     if set(corpus) != set(EMBEDDED_LANGS) and Path(args.test) == paths.TEST:
         parser.error(f"--test: the embedded test set is en-vi; give a {'-'.join(corpus)} test corpus")
-    table = read_corpus(args.test)
+    table = read_corpus(args.test, src_lang=corpus[0], tgt_lang=corpus[1])  # a PREFIX of PREFIX.de + PREFIX.en too
     if args.limit:
         table = table.slice(0, args.limit)
     src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])
