@@ -109,6 +109,10 @@ CASES = [
     (Repetition(), "Slowly", "Chầm chậm từ từ", True),  # reduplication is Vietnamese
     (Repetition(), "bla bla", "bla bla bla bla bla", False),
     (Repetition(), "Ha", "hahahahahahahaha", False),
+    # a run copied on both sides is content (real rows of the embedded corpus, in a sentence long enough to be examined)
+    (Repetition(), "By default it listens on all the interfaces of the host, that is the address 0.0.0.0 of the host.",
+     "Theo mặc định nó lắng nghe trên mọi giao diện của máy, tức là địa chỉ 0.0.0.0 của máy.", True),
+    (Repetition(), "Move the format", "Di chuyển định dạng định dạng định dạng định dạng định dạng", False),  # a degenerate output
     (Repetition(), "--file=FILE file naming the socket", "--file=TẬP-TIN tập tin đặt tên socket", True),
     (TerminalPunctuation(), "Cannot open the file.", "Không thể mở tập tin.", True),
     (TerminalPunctuation(), "Cannot open the file.", "Không thể mở", False),

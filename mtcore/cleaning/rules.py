@@ -707,7 +707,8 @@ class Repetition(Rule):
     ("bla bla bla bla"; placeholders do not count, and three in a row occur in option
     help such as "--file=FILE file"), or one to four letters repeated more than `max_char_repeats` times
     ("hahahahahaha"; only letter runs of at least twice `max_char_repeats + 1` are examined,
-    so "aaaaaaaaaaaa" counts and "aaaaaa" does not). Vietnamese reduplication ("từ từ", "chầm chậm") is two, and kept."""
+    so "aaaaaaaaaaaa" counts and "aaaaaa" does not). Vietnamese reduplication ("từ từ", "chầm chậm") is two, and kept;
+    so is a run found on both sides (an address or template the translator copied: 0.0.0.0, tmp.XXXXXXXXXX)."""
 
     max_repeats: int = 3
     max_char_repeats: int = 5
@@ -727,7 +728,7 @@ class Repetition(Rule):
 
     def score(self, batch):
         rep = np.zeros(len(batch), dtype=float)
-        for name in ("src", "tgt"):
+        for name, other in (("src", "tgt"), ("tgt", "src")):
             c = col(batch, name)
             # Cheap necessary conditions first: a repeated word unit means repeated tokens; a
             # repeated letter unit means one long run of letters.
@@ -738,10 +739,11 @@ class Repetition(Rule):
                 cand[i] = len(toks) - len(set(toks)) >= self.max_repeats
             cand |= match(c, rf"\pL{{{2 * (self.max_char_repeats + 1)},}}")
             idx = np.flatnonzero(cand)
-            for i, text in zip(idx, at(c, idx)):
+            for i, text, other_text in zip(idx, at(c, idx), at(col(batch, other), idx)):
                 text = placeholders.strip(text).lower()
                 m = self._words.search(text) or self._chars.search(text)
-                if m:
+                # the same run on the other side is content the translator copied (0.0.0.0, #FFFFFF, XXXXXXXXXX)
+                if m and m.group(0) not in placeholders.strip(other_text or "").lower():
                     rep[i] = max(rep[i], len(m.group(0)) / max(len(m.group(1)), 1))
         return {"repeats": rep}
 
