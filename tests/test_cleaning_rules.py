@@ -74,6 +74,7 @@ CASES = [
     # issue 21, real catalog pairs: locale names, copied names and lists are not "another language"
     (LanguageID(), "English/Great Britain (en_GB)", "Anh/Anh (en_GB)", True),  # inkscape
     (LanguageID(), "Punjabi (pa_IN)", "Punjab (pa_IN)", True),
+    (LanguageID(), "<b>SMB Printer</b>", "<b>Máy in SMB</b>", True),  # markup around a copied name: as without it
     (LanguageID(), "Spanish (Argentina)", "Argentina (es_AR)", True),
     (LanguageID(), "Supported desktops: GNOME, KDE, Xfce", "Môi trường hỗ trợ: GNOME, KDE, Xfce", True),
     (LanguageID(), "Save the file as", "Save file as", False),  # common English words still count

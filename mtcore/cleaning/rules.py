@@ -440,7 +440,7 @@ class LanguageID(Rule):
         # what is copied from the source (names, list items, code) say nothing about the language.
         weak = np.flatnonzero((t_letters >= self.min_letters) & ~copy & (t_uniq < self.vi_unique_share))
         if len(weak):
-            own = pa.array([own_words(a, b) for a, b in zip(at(col(batch, "src"), weak), at(tgt, weak))], pa.string())
+            own = pa.array([own_words(a, b) for a, b in zip(at(src, weak), at(tgt, weak))], pa.string())  # both without markup
             own = pc.replace_substring_regex(own, PLACEHOLDER_RE2, " ")
             ow = np.maximum(count(own, _WORD), 1)
             t_letters[weak] = count(own, r"\pL")
