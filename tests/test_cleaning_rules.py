@@ -90,6 +90,9 @@ CASES = [
     (Placeholders(), "Line one\\nLine two", "Dòng một\\nDòng hai", True),
     (Numbers(), "Page 3 of 10", "Trang 3 trên 10", True),
     (Numbers(), "1,000.5 MB", "1.000,5 MB", True),  # separators differ in Vietnamese
+    (Numbers(), "Up to 10000 files", "Tối đa 10.000 tập tin", True),  # a thousands separator on one side only
+    (Numbers(), "1,000 items", "1000 mục", True),
+    (Numbers(), "Version 1.5", "Phiên bản 1.6", False),
     (Numbers(), "Page 3 of 10", "Trang 4 trên 10", False),
     (Numbers(), "more than three files", "nhiều hơn 3 tập tin", True),  # spelled number
     (Numbers(), "Apr", "Th4", True),  # months are numbered in Vietnamese

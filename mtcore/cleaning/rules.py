@@ -576,8 +576,11 @@ def _word_numbers(text: str, table: dict[str, str]) -> set[str]:
     return {table[w] for w in re.findall(r"[^\W\d_]+", text.lower()) if w in table}
 
 
+_GROUPING = re.compile(r"(?<=\d)[.,\u00a0\u202f'](?=\d{3}(?!\d))")  # 1,000 / 1.000 / 1 000 / 1'000: one number
+
+
 def _numbers(text: str) -> Counter:
-    text = _URL.sub(" ", placeholders.strip(text))
+    text = _GROUPING.sub("", _URL.sub(" ", placeholders.strip(text)))
     return Counter(d.lstrip("0") or "0" for d in re.findall(r"\d+", text))
 
 
@@ -585,7 +588,8 @@ def _numbers(text: str) -> Counter:
 @dataclass
 class Numbers(Rule):
     """The multiset of digit runs must match. Separators are not compared, so English
-    "1,000.5" and Vietnamese "1.000,5" agree; digits inside placeholders and URLs do not count.
+    "1,000.5" and Vietnamese "1.000,5" agree, and neither are thousands separators ("10000" and "10.000");
+    digits inside placeholders and URLs do not count.
     A number on one side only is forgiven when the other side spells it ("three files" →
     "3 tập tin", "height of 0" → "bằng không") or names a month/weekday, which Vietnamese
     numbers ("Apr" → "Th4")."""
