@@ -9,7 +9,7 @@ A sentence is set aside, with its reason, when
   deduplicate monolingual data against the parallel data;
 - `duplicate`: it repeats an earlier sentence;
 - `over_ratio`: it is outside the budget, a seeded sample of at most ratio × real pairs (and `max_mono`).
-Sentences are compared in the normalised form the cleaning rules compare (lower case, letters and digits).
+Sentences are compared in the normalised form the cleaning rules compare (NFC, lower case, letters and digits).
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ import pyarrow as pa
 
 from mtcore.cleaning.rules import hash_strings, norm_key
 from mtcore.data.ledger import rejects_table
-
-REASONS = ("test_overlap", "in_corpus", "duplicate", "over_ratio")
-
 
 @dataclass
 class Selection:
