@@ -272,3 +272,14 @@ def test_pairs_left_out_are_counted_by_why(tokenizer):
     kept, why = encode_pairs_counted(tokenizer, pairs, 32)
     assert len(kept) == 5 and why == {"empty": 2, "too_long": 1}
     assert encode_pairs(tokenizer, pairs, 32)[1] == 3
+
+
+def test_a_resume_that_leaves_too_few_snapshots_says_so(tokenizer, caplog):
+    """Snapshots are not kept across a resume: the average then covers fewer of them, or none, and the log says why
+    (it was skipped in silence)."""
+    cfg = quick(max_steps=60, average_last=4, average_every=10, validate_every=10**6)
+    first = fit(quick(max_steps=50, average_last=4, average_every=10, validate_every=10**6), TINY, PAIRS, PAIRS, tokenizer)
+    with caplog.at_level("WARNING", logger="mtcore.nmt.training"):
+        resumed = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, state=first.state.to_dict())
+    assert resumed.steps == 60
+    assert "averaging skipped: the run resumed at step 50, and only 1 of the last 4 snapshots were taken since" in caplog.text

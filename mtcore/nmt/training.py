@@ -349,6 +349,7 @@ def fit(
     if state is not None:
         ts.load(state)
     spent_before = ts.train_seconds  # a resumed run gets what is left of its budget, not a new one
+    resumed_at = ts.step if state is not None else None
     torch.manual_seed(train_cfg.seed + 1000 * rank + ts.step)  # dropout streams differ per rank, resume-safe
     net = model
     if world > 1:
@@ -389,6 +390,12 @@ def fit(
         """Validate the mean of the last snapshots (the final weights among them); keep it if it beats them."""
         nonlocal last_metrics
         snapshots.maybe_take(model, ts.step, force=True)
+        if resumed_at is not None and snapshots.enabled and len(snapshots.items) < snapshots.keep and rank == 0:
+            # snapshots live in memory: those taken before the resume are gone (saving them would multiply every
+            # checkpoint's size by the average's length)
+            log.warning("averaging %s: the run resumed at step %d, and only %d of the last %d snapshots were taken since",
+                        "skipped" if not snapshots.ready() else f"{len(snapshots.items)} snapshots", resumed_at,
+                        len(snapshots.items), snapshots.keep)
         if not snapshots.ready():
             return
         final_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
