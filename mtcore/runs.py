@@ -42,7 +42,12 @@ _CHUNK = 8 * 1024**2
 
 
 class StageError(MtcoreError, ValueError):
-    """An output folder that holds another run's work; the message says what changed and what to do."""
+    """An output folder that holds another run's work; the message says what changed and what to do.
+    `changed` is the what-changed part alone, for callers that remake the stage themselves."""
+
+    def __init__(self, message: str, changed: str = ""):
+        super().__init__(message)
+        self.changed = changed or message
 
 
 def home(explicit: str | Path | None = None) -> Path:
@@ -147,7 +152,7 @@ class Stage:
         if occupied and not overwrite:
             what = "; ".join(self.changes(old)) if old else "it holds files that no mtcore stage of this kind made"
             raise StageError(f"{self.path}: made with other settings or inputs ({what}); pass --overwrite to make "
-                             f"it again, or choose another output")
+                             f"it again, or choose another output", changed=what)
         return None
 
     def changes(self, old: dict[str, Any]) -> list[str]:

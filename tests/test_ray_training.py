@@ -34,7 +34,8 @@ def tiny_job(toy_corpus, **job):
 
 
 def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_dir, toy_corpus):
-    outcome = ray_training.run_training(tiny_job(toy_corpus, run_name="ddp-smoke"))
+    lines: list[str] = []
+    outcome = ray_training.run_training(tiny_job(toy_corpus, run_name="ddp-smoke"), progress_echo=lines.append)
     assert outcome.workers == 2 and outcome.steps == 16
     assert (outcome.best_checkpoint / "model.pt").exists() or any(outcome.best_checkpoint.iterdir())
     assert outcome.best_checkpoint.name == "best" and outcome.best_checkpoint.parent.name == outcome.run_name  # stable path
@@ -42,6 +43,14 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     assert shards[0] and shards[1] and not set(shards[0]) & set(shards[1])  # the two ranks saw disjoint pairs
     seen = set(shards[0]) | set(shards[1])
     assert seen == set(range(len(seen))) and 200 <= len(seen) <= 240  # and together every (encodable) pair
+    # What the user saw while it ran: the start-up, each worker's warning (the pairs it left out), steps, the test.
+    assert lines[0] == "starting 2 Ray Train CPU worker(s) for run 'ddp-smoke'"
+    assert "240 training and 30 dev pairs read on each of 2 worker(s); encoding them and building the model" in lines
+    skipped = [line for line in lines if line.startswith("warning: skipped")]
+    assert skipped == ([f"warning: skipped {240 - len(seen)} of 240 training pairs: {240 - len(seen)} longer than "
+                        f"max_len=32"] if len(seen) < 240 else [])
+    assert any(line.startswith("step      4") for line in lines)
+    assert lines[-1] == "decoding 10 test pairs with the best checkpoint (beam 2), then logging the run's artifacts"
 
     client = mlflow.MlflowClient(mlflow_uri)
     run = client.get_run(outcome.mlflow_run_id)

@@ -130,8 +130,9 @@ def test_clean_counts_held_out_sets_by_contents_not_paths(ray_local, tmp_path):
     assert clean_dataset(tsv, out, rules("checkout-b"), overwrite=True).report["kept"] == 2
 
 
-def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_path, monkeypatch):
-    """Not runs/clean (another corpus may sit there); made again, not refused, when its input changes."""
+def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_path, monkeypatch, caplog):
+    """Not runs/clean (another corpus may sit there); made again, not refused, when its input changes.
+    The warning says what changed, not the `--overwrite` advice meant for a stage's own command."""
     from mtcore.distributed import ray_training
     from mtcore.distributed.jobs import TrainingJob
 
@@ -142,7 +143,11 @@ def test_training_default_corpus_is_its_own_stage_and_is_remade(ray_local, tmp_p
     first = ray_training.resolve_train_data(TrainingJob())
     assert first == str(tmp_path / "runs" / "clean-embedded" / "kept")
     raw.write_text("Close the window\tĐóng cửa sổ\n", encoding="utf-8")  # a new release of the embedded data
-    assert ray_training.resolve_train_data(TrainingJob()) == first
+    with caplog.at_level("WARNING", logger="mtcore.distributed.ray_training"):
+        assert ray_training.resolve_train_data(TrainingJob()) == first
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "cleaning the embedded corpus again" in warning and "input `corpus`" in warning
+    assert "--overwrite" not in warning
     assert json.loads((tmp_path / "runs" / "clean-embedded" / "report.json").read_text())["input"] == 1
 
 

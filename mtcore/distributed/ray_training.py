@@ -90,7 +90,8 @@ def resolve_train_data(job: TrainingJob) -> str:
     try:
         result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded")
     except StageError as err:
-        log.warning("cleaning the embedded corpus again: %s", err)
+        log.warning("cleaning the embedded corpus again in %s: it was made with other settings or inputs (%s)",
+                    home() / "clean-embedded", err.changed)
         result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded", overwrite=True)
     if result.skipped:
         log.info("reusing the cleaned embedded corpus in %s", result.output)
@@ -242,6 +243,18 @@ class ProgressLog:
                    f"dev loss {m['dev/loss']:.3f}{loss_best}  {self._clock()}")
 
 
+class ProgressWarnings(logging.Handler):
+    """A worker's warnings (pairs skipped, a checkpoint that cannot be resumed) as progress lines: a worker's
+    own log goes to Ray's files, which the user does not read."""
+
+    def __init__(self, progress: ProgressLog):
+        super().__init__(logging.WARNING)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.progress.write(f"warning: {record.getMessage()}")
+
+
 @contextlib.contextmanager
 def follow_progress(path: Path, echo=print):
     """Print the lines a run appends to `path` while the body runs (a daemon thread tails the file)."""
@@ -294,6 +307,10 @@ def train_worker(config: dict[str, Any]) -> None:
 
     progress = ProgressLog(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, run_cfg.train.time_budget_min,
                            enabled=rank == 0)
+    if rank == 0:
+        logging.getLogger("mtcore").addHandler(ProgressWarnings(progress))
+        progress.write(f"{len(train_pairs):,} training and {len(dev_pairs):,} dev pairs read on each of "
+                       f"{ray.train.get_context().get_world_size()} worker(s); encoding them and building the model")
     state = None
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
@@ -436,6 +453,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     inputs = prepare_inputs(job, parent_run_id)
     echo = progress_echo if progress_echo is not None else (lambda line: print(line, flush=True))
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
+        echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
             result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
         except Exception as err:  # Ray Train raises a worker's error wrapped: a user's mistake stays one line
@@ -451,7 +469,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     if best_ckpt is None:
         raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
     best_dir = _publish_best(Path(best_ckpt.path), Path(inputs.storage_path) / inputs.run_name / "best")
-    test = finish_run(job, inputs, best_dir, use_gpu)
+    test = finish_run(job, inputs, best_dir, use_gpu, echo)
     return TrainingOutcome(
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
@@ -481,11 +499,14 @@ def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) 
     return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu"))
 
 
-def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu: bool) -> dict[str, Any]:
+def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu: bool, echo=None) -> dict[str, Any]:
     """Test-set evaluation of the best checkpoint (where the GPUs are) and every artifact of the run."""
     from mtcore.tracking.artifacts import HEATMAP_SENTENCES, log_training_artifacts
 
     test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
+    if echo is not None:
+        echo(f"decoding {len(test_pairs):,} test pairs with the best checkpoint (beam {job.job.test_beam}), "
+             f"then logging the run's artifacts")
     result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
     hyps = result.pop("hyps")
     dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]

@@ -339,7 +339,7 @@ def fit(
     if skipped and rank == 0:
         reasons = [f"{why['too_long']} longer than max_len={train_cfg.max_len}"] * bool(why["too_long"]) + [
             f"{why['empty']} with an empty side"] * bool(why["empty"])
-        log.warning("skipped %d of %d training pairs: %s", skipped, len(train_pairs), ", ".join(reasons))
+        log.warning("skipped %s of %s training pairs: %s", f"{skipped:,}", f"{len(train_pairs):,}", ", ".join(reasons))
     dev, _ = encode_pairs(tokenizer, dev_pairs, min(train_cfg.max_len, model_cfg.max_positions - 1))
 
     torch.manual_seed(train_cfg.seed)  # identical initial weights on every rank
