@@ -107,6 +107,20 @@ def configure(verbosity: int = NORMAL) -> None:
     logging.captureWarnings(True)  # warnings.warn from libraries: one line through logging, not two
 
 
+def progress_line(line: str) -> None:
+    """A progress line of a long run (a training step, a validation): printed, except under -q, which keeps only
+    the lines that warn (`warning: …`, on stderr)."""
+    warning = line.startswith("warning:")
+    if _configured == QUIET and not warning:
+        return
+    print(line, file=sys.stderr if warning else sys.stdout, flush=True)
+
+
+def quiet() -> bool:
+    """-q was given to the entry point that runs."""
+    return _configured == QUIET
+
+
 class StderrHandler(logging.StreamHandler):
     """A stream handler on the current sys.stderr (Ray Data's config loader does not resolve `ext://`)."""
 

@@ -95,3 +95,21 @@ def test_the_no_cpu_warning_passes_only_when_no_cpu_comes_back(ray_local):
     finally:
         for h in holders:
             ray.kill(h)
+
+
+def test_progress_lines_follow_quiet(monkeypatch, capsys):
+    """A training run's progress lines: printed normally (and where no entry point configured the console,
+    as in a benchmark); under -q only the worker warnings, on stderr."""
+    from mtcore import console
+
+    for verbosity in (None, console.NORMAL):
+        monkeypatch.setattr(console, "_configured", verbosity)
+        console.progress_line("step     25  epoch 0  loss 9.070")
+        console.progress_line("warning: skipped 3 of 10 training pairs")
+        out = capsys.readouterr()
+        assert out.out == "step     25  epoch 0  loss 9.070\n" and out.err == "warning: skipped 3 of 10 training pairs\n"
+    monkeypatch.setattr(console, "_configured", console.QUIET)
+    console.progress_line("step     25  epoch 0  loss 9.070")
+    console.progress_line("warning: skipped 3 of 10 training pairs")
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == "warning: skipped 3 of 10 training pairs\n" and console.quiet()

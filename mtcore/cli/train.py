@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from mtcore.console import add_common_options
+from mtcore.console import add_common_options, quiet
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.jobs import DEFAULT_JOB
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_config:
             print(yaml.safe_dump(job.to_dict(), sort_keys=False, allow_unicode=True), end="")
             return 0
-        print("\n".join(plan.lines()), flush=True)
+        if args.dry_run or not quiet():  # -q: the final summary (and warnings) only
+            print("\n".join(plan.lines()), flush=True)
         if args.dry_run:
             return 0
         outcome = run_training(job)

@@ -451,7 +451,9 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     init_ray()
     workers, use_gpu = scaling_for(job)
     inputs = prepare_inputs(job, parent_run_id)
-    echo = progress_echo if progress_echo is not None else (lambda line: print(line, flush=True))
+    from mtcore.console import progress_line
+
+    echo = progress_echo or progress_line
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
