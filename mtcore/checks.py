@@ -69,6 +69,10 @@ def output_apart(output: str | Path, inputs: dict[str, str | Path], name: str = 
     """The output folder neither holds nor lies inside an input: writing it (or `--overwrite`) would replace
     the data it is reading."""
     out = Path(output).expanduser().resolve()
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:  # the stage swaps its folder in whole: the shell would be left nowhere
+        raise UsageError(f"{name}: {output} is (or holds) the current directory; choose a folder below it, "
+                         "e.g. runs/NAME")
     for what, path in inputs.items():
         inp = Path(path).expanduser().resolve()
         if inp == out or out in inp.parents:

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from typing import Any
 from mtcore import checks
 from mtcore.errors import MtcoreError
 
+log = logging.getLogger(__name__)
 MANIFEST = "_stage.json"
 _WHOLE_FILE = 1024**3  # files up to this size are hashed whole (about 0.6 s a GiB here); larger ones by size and samples
 _SAMPLE = 1024**2
@@ -58,12 +60,19 @@ def home(explicit: str | Path | None = None) -> Path:
 # --------------------------------------------------------------------------- fingerprints
 
 
-def _files(path: Path) -> list[Path]:
+def input_files(path: str | Path) -> list[Path]:
+    """The files a corpus path stands for: the file, the folder's files, or a Moses prefix's PREFIX.xx files
+    (one language suffix each: not PREFIX.tok.en or a PREFIX.bpe folder; the name matched literally, so that
+    `corpus[v2]` is not a glob pattern)."""
+    path = Path(path)
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
     if path.is_file():
         return [path]
-    return sorted(path.parent.glob(f"{path.name}.*"))  # a Moses prefix: PREFIX.en + PREFIX.vi
+    stem = path.name + "."
+    parent = path.parent if path.parent.is_dir() else None
+    return sorted(p for p in (parent.iterdir() if parent else ()) if p.name.startswith(stem) and p.is_file()
+                  and p.name[len(stem):] and "." not in p.name[len(stem):])
 
 
 def content_hash(path: str | Path) -> str:
@@ -72,7 +81,7 @@ def content_hash(path: str | Path) -> str:
     to 1 GiB, or resizing a larger one, does. (At 8 MiB, an in-place fix of a 13 MB corpus went unseen.)"""
     path = Path(path)
     h = hashlib.sha256()
-    for f in _files(path):
+    for f in input_files(path):
         size = f.stat().st_size
         name = f.relative_to(path) if path.is_dir() else f.name[len(path.name):]  # "" for a file, ".en" in a pair
         h.update(f"{name}\0{size}\0".encode())
@@ -139,7 +148,12 @@ class Stage:
 
     def manifest(self) -> dict[str, Any] | None:
         marker = self.path / MANIFEST
-        return json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else None
+        if not marker.is_file():
+            return None
+        try:
+            return json.loads(marker.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):  # a damaged manifest: still a stage's folder, made again on --overwrite
+            return {}
 
     def reuse(self, overwrite: bool = False) -> dict[str, Any] | None:
         """The finished stage's report if it can be reused; None if it must be made (again).
@@ -147,10 +161,21 @@ class Stage:
         checks.output_apart(self.path, self.inputs)  # before the settings: `--input runs/clean --output runs/clean`
         old = self.manifest()
         if old is not None and old.get("fingerprint") == self.fingerprint and not overwrite:
-            return old.get("report", {})
+            missing = [name for name in old.get("outputs", ()) if not (self.path / name).exists()]
+            if not missing:
+                return old.get("report", {})
+            log.warning("%s: made with these settings, but %s is missing; making it again", self.path,
+                        ", ".join(missing))
+            return None
         occupied = self.path.exists() and any(self.path.iterdir())
+        if occupied and old is None:  # --overwrite replaces a stage's output, never a folder of the user's
+            names = sorted(p.name for p in self.path.iterdir())
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise StageError(f"{self.path}: holds files that no mtcore stage made ({shown}); mtcore replaces only "
+                             f"its own outputs, even with --overwrite: choose another output, or empty that folder "
+                             f"yourself", changed="it holds files that no mtcore stage made")
         if occupied and not overwrite:
-            what = "; ".join(self.changes(old)) if old else "it holds files that no mtcore stage of this kind made"
+            what = "; ".join(self.changes(old))
             raise StageError(f"{self.path}: made with other settings or inputs ({what}); pass --overwrite to make "
                              f"it again, or choose another output", changed=what)
         return None
@@ -164,6 +189,8 @@ class Stage:
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):
                 out.append(f"setting `{key}`: {before.get(key)!r} -> {after.get(key)!r}")
+        for name in sorted(set(old.get("inputs", {})) - set(new["inputs"])):
+            out.append(f"input `{name}` {old['inputs'][name].get('path')}: not given this time")
         for name, now in new["inputs"].items():
             was = old.get("inputs", {}).get(name)
             if was is None or was["content"] != now["content"]:
@@ -186,8 +213,9 @@ class Stage:
             yield work
             if self._report is None:
                 raise RuntimeError(f"stage {self.kind}: finish() was not called")
+            outputs = sorted(p.name for p in work.iterdir())  # what a reuse must find again
             (work / MANIFEST).write_text(json.dumps(
-                {**self.identity, "fingerprint": self.fingerprint, "report": self._report},
+                {**self.identity, "fingerprint": self.fingerprint, "report": self._report, "outputs": outputs},
                 indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
             old = self.path.with_name(f".{self.path.name}.old")
             if self.path.exists():

@@ -112,3 +112,35 @@ def test_a_moses_prefix_of_another_pair_is_training_and_test_data(tmp_path):
                                   f"job.test_data={prefix}"])
     assert ray_training.resolve_train_data(job) == str((tmp_path / "train").absolute())
     assert ray_training.load_pairs(str(tmp_path / "train"), job) == pairs
+
+
+def test_one_prefix_with_three_languages_gets_a_tokenizer_per_pair_and_its_dev_set_counts_by_contents(tmp_path, monkeypatch):
+    """train.de + train.en + train.vi: the de-en tokenizer was reused for en-vi (Vietnamese fell back to bytes);
+    a dev set given as a prefix counted by its path, so editing it resumed the old run."""
+    from mtcore.distributed import ray_training
+    from mtcore.nmt.tokenizer import Tokenizer
+    from mtcore.nmt.training import toy_pairs
+
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
+    en = [s for s, _ in toy_pairs(300, seed=2)]
+    vi = [t for _, t in toy_pairs(300, seed=2)]
+    de = [f"Datei {i} öffnen und schließen" for i in range(300)]
+    for lang, lines in (("en", en), ("vi", vi), ("de", de)):
+        (tmp_path / f"train.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        (tmp_path / f"dev.{lang}").write_text("".join(line + "\n" for line in lines[:5]), encoding="utf-8")
+    prefix = str(tmp_path / "train")
+
+    def job(*langs):
+        return TrainingJob.load(None, [*langs, f"job.train_data={prefix}", f"job.dev_data={tmp_path / 'dev'}",
+                                       f"job.test_data={tmp_path / 'dev'}",
+                                       "job.vocab_size=400"])
+
+    de_en, en_vi = job("model.src_lang=de", "model.tgt_lang=en"), job()
+    paths = [ray_training.tokenizer_for(prefix, j) for j in (de_en, en_vi)]
+    assert paths[0] != paths[1]
+    vi_pieces = Tokenizer(str(paths[1])).encode_pieces([vi[0]])[0]
+    assert not [p for p in vi_pieces if p.startswith("<0x")], vi_pieces  # its own pieces, no byte fallback
+
+    before = en_vi.fingerprint("data-v1")
+    (tmp_path / "dev.vi").write_text("".join(line + "\n" for line in vi[5:10]), encoding="utf-8")
+    assert en_vi.fingerprint("data-v1") != before

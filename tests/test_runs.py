@@ -65,10 +65,51 @@ def test_an_interrupted_stage_leaves_the_old_output_whole(tmp_path):
 
 
 def test_a_folder_of_other_files_is_not_taken_over(tmp_path):
+    """Not even with --overwrite: a stage replaces its own output, never a folder of the user's."""
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "notes.txt").write_text("mine")
-    with pytest.raises(StageError, match="no mtcore stage"):
-        Stage(tmp_path / "s", "demo").reuse()
+    for overwrite in (False, True):
+        with pytest.raises(StageError, match=r"no mtcore stage made \(notes.txt\).*even with --overwrite"):
+            Stage(tmp_path / "s", "demo").reuse(overwrite=overwrite)
+    assert (tmp_path / "s" / "notes.txt").read_text() == "mine"
+
+
+def test_a_stage_whose_outputs_were_deleted_is_made_again(tmp_path, caplog):
+    stage = Stage(tmp_path / "s", "demo", {"k": 1})
+    make(stage)
+    assert Stage(tmp_path / "s", "demo", {"k": 1}).reuse() is not None
+    (tmp_path / "s" / "result.txt").unlink()
+    with caplog.at_level("WARNING", logger="mtcore.runs"):
+        assert Stage(tmp_path / "s", "demo", {"k": 1}).reuse() is None  # no --overwrite needed: the folder is its own
+    assert "result.txt is missing; making it again" in caplog.text
+
+
+def test_a_damaged_manifest_is_still_a_stage_folder(tmp_path):
+    make(Stage(tmp_path / "s", "demo", {"k": 1}))
+    (tmp_path / "s" / "_stage.json").write_text("{not json")
+    with pytest.raises(StageError, match="pass --overwrite"):
+        Stage(tmp_path / "s", "demo", {"k": 1}).reuse()
+    assert Stage(tmp_path / "s", "demo", {"k": 1}).reuse(overwrite=True) is None
+
+
+def test_an_input_given_before_and_not_now_is_named(tmp_path):
+    ref = tmp_path / "ref.tsv"
+    ref.write_text("Open\tMở\n")
+    make(Stage(tmp_path / "s", "demo", {"k": 1}, inputs={"reference": ref}))
+    with pytest.raises(StageError, match=r"input `reference` .*ref.tsv: not given this time"):
+        Stage(tmp_path / "s", "demo", {"k": 1}).reuse()
+
+
+def test_the_current_directory_is_never_a_stage_output(tmp_path, monkeypatch):
+    """A stage swaps its folder in whole: with `--output .` the shell's directory would be moved away."""
+    from mtcore.checks import UsageError, output_apart
+
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    for output in (".", str(tmp_path)):
+        with pytest.raises(UsageError, match="is \\(or holds\\) the current directory"):
+            output_apart(output, {})
+    output_apart("runs/x", {})
 
 
 def test_content_hash_sees_edits_not_renames(tmp_path):
@@ -178,3 +219,21 @@ def test_an_in_place_edit_of_a_13_mb_corpus_is_seen(tmp_path):
     data[3_000_000:3_000_004] = b"Save"
     big.write_bytes(data)
     assert content_hash(big) != before
+
+
+def test_a_moses_prefix_is_its_language_files_named_literally(tmp_path):
+    """`corpus[v2]` is a name, not a glob pattern (it hashed no file at all, so edits went unseen); a
+    PREFIX.tok.en sibling or a PREFIX.bpe folder is not part of the corpus."""
+    from mtcore.runs import input_files
+
+    prefix = tmp_path / "corpus[v2]"
+    for lang, text in (("en", "Open the file\n"), ("vi", "Mở tập tin\n")):
+        prefix.with_name(f"corpus[v2].{lang}").write_text(text, encoding="utf-8")
+    prefix.with_name("corpus[v2].tok.en").write_text("Open the file\n")
+    prefix.with_name("corpus[v2].bpe").mkdir()
+    (tmp_path / "corpusv.en").write_text("not mine\n")  # what the glob `corpus[v2].*` would have matched
+    assert [p.name for p in input_files(prefix)] == ["corpus[v2].en", "corpus[v2].vi"]
+    before = content_hash(prefix)
+    assert before != content_hash(tmp_path / "missing")
+    prefix.with_name("corpus[v2].vi").write_text("Mở TỆP\n", encoding="utf-8")
+    assert content_hash(prefix) != before

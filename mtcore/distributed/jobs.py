@@ -171,11 +171,11 @@ class TrainingJob:
         if data_version:
             # At run time the data count by their contents, not their paths (another output folder with the
             # same pairs is the same run); the dev set picks the best checkpoint, so it counts too.
-            from mtcore.runs import content_hash
+            from mtcore.runs import content_hash, input_files
 
             keep.pop("train_data")
-            dev = Path(self.job.dev_data)
-            data = {"data": data_version, "dev": content_hash(dev) if dev.exists() else str(dev)}
+            dev = Path(self.job.dev_data)  # a file, a folder or a Moses prefix
+            data = {"data": data_version, "dev": content_hash(dev) if input_files(dev) else str(dev)}
         body = json.dumps({"job": keep, **self.run.to_dict()} | data, sort_keys=True)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 

@@ -117,10 +117,12 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     from mtcore.tracking import data_version
 
     # the tokenizer's code too: its reserved symbols and normalisation are part of the model it trains
-    key = f"{data_version(train_data)}-{job.job.train_limit}-{job.job.vocab_size}-{code_version('mtcore.nmt.tokenizer')[:8]}"
+    # and the columns it reads: PREFIX.de + PREFIX.en and PREFIX.en + PREFIX.vi of one prefix are two corpora
+    langs = columns_of(job)
+    key = (f"{data_version(train_data)}-{'-'.join(langs)}-{job.job.train_limit}-{job.job.vocab_size}-"
+           f"{code_version('mtcore.nmt.tokenizer')[:8]}")
     path = home() / "tokenizers" / key / "spm.model"
     if not path.is_file():
-        langs = columns_of(job)
         table = read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1])
         if job.job.train_limit:
             table = table.slice(0, job.job.train_limit)
