@@ -214,6 +214,29 @@ def test_config_errors_name_the_key(data, message):
     assert message in str(err.value)
 
 
+def test_normalize_false_turns_every_step_off_and_true_keeps_the_defaults():
+    """`normalize: false` was read as "the defaults": every step stayed on."""
+    off = build_config({"normalize": False, "rules": ["NonEmpty"]}).normalize
+    assert (off.nfc, off.whitespace, off.accelerators) == (False, False, False)
+    on = build_config({"normalize": True, "rules": ["NonEmpty"]}).normalize
+    assert (on.nfc, on.whitespace, on.accelerators) == (True, True, True)
+    with pytest.raises(ConfigError, match="normalize: parameters must be a mapping"):
+        build_config({"normalize": "no", "rules": ["NonEmpty"]})
+
+
+def test_test_overlap_reads_a_moses_prefix_in_the_corpus_languages(tmp_path):
+    """A held-out set given as PREFIX (PREFIX.de + PREFIX.en for a de-en corpus) was "not found"."""
+    for lang, line in (("de", "Datei öffnen"), ("en", "Open file")):
+        (tmp_path / f"heldout.{lang}").write_text(line + "\n", encoding="utf-8")
+    rules = build_config([{"TestOverlap": {"paths": [str(tmp_path / "heldout")], "match_target": True}}])
+    rule = rules.with_languages("de", "en").rules[0]
+    assert not accepts(rule, "Datei öffnen!", "Open the file") and accepts(rule, "Speichern", "Save")
+    with pytest.raises(Exception, match=r"heldout: .*heldout.vi: file not found.*give the corpus languages \(--langs\)"):
+        rules.rules[0].ready()  # read as en-vi, there is no heldout.vi: said before any row is read
+    with pytest.raises(Exception, match=r"missing not found \(nor .*missing.en \+ .*missing.vi\)"):
+        TestOverlap(paths=[str(tmp_path / "missing")])
+
+
 def test_config_lists_every_error_at_once():
     with pytest.raises(ConfigError) as err:
         build_config([{"Bogus": {}}, {"TooLong": {"max_char": 5}}])

@@ -161,8 +161,46 @@ def test_parquet_parts_with_other_columns_name_the_part(tmp_path):
     folder.mkdir()
     pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), folder / "part-0.parquet")
     pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"], "origin": ["x"]}), folder / "part-1.parquet")
-    with pytest.raises(CorpusError, match="part-1.parquet: its columns .*origin.* differ from those of .*part-0.parquet"):
+    with pytest.raises(CorpusError, match=r"part-1.parquet: its columns differ from those of .*part-0.parquet in origin "
+                                          r"\(origin: string here, no origin there\)"):
         read_corpus(folder)
+
+
+def test_parquet_parts_that_differ_only_in_layout_are_one_corpus(tmp_path):
+    """Column order, nullability and string layout are how a writer stored the same columns: all were refused,
+    with a message that showed two identical column lists."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), folder / "part-0.parquet")
+    strict = pa.schema([pa.field("src", pa.string(), False), pa.field("tgt", pa.string(), False)])
+    pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"]}, schema=strict), folder / "part-1.parquet")
+    pq.write_table(pa.table({"tgt": ["Thoát"], "src": ["Quit"]}), folder / "part-2.parquet")
+    pq.write_table(pa.table({"src": pa.array(["Close"], pa.large_string()), "tgt": pa.array(["Đóng"], pa.large_string())}),
+                   folder / "part-3.parquet")
+    table = read_corpus(folder)
+    assert table["src"].to_pylist() == ["Open", "Save", "Quit", "Close"]
+    assert table["tgt"].to_pylist() == ["Mở", "Lưu", "Thoát", "Đóng"]
+    pq.write_table(pa.table({"src": ["Print"], "tgt": [3]}), folder / "part-4.parquet")
+    with pytest.raises(CorpusError, match=r"part-4.parquet: its columns differ .* in tgt \(tgt: int64 here, tgt: string there\)"):
+        read_corpus(folder)
+
+
+def test_invalid_utf8_in_parquet_names_the_file_column_and_row(tmp_path):
+    path = tmp_path / "latin1.parquet"
+    raw = pa.array([b"Open the file", b"Caf\xe9 au lait"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"src": raw, "tgt": ["Mở tập tin", "Cà phê sữa"]}), path)
+    with pytest.raises(CorpusError, match=r"latin1.parquet: column 'src', row 2: invalid UTF-8 \(byte 0xe9 at offset 3\)"):
+        read_corpus(path)
+
+
+def test_a_tsv_header_of_the_corpus_languages_is_skipped_and_a_reversed_one_refused(tmp_path, caplog):
+    path = write_tsv(tmp_path / "de-en.tsv", ["de\ten", "Öffnen\tOpen"])
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(path, src_lang="de", tgt_lang="en")
+    assert table["src"].to_pylist() == ["Öffnen"] and "de-en.tsv:1: a header row (de, en)" in caplog.text
+    swapped = write_tsv(tmp_path / "vi-en.tsv", ["vi\ten", "Mở\tOpen"])
+    with pytest.raises(CorpusError, match=r"vi-en.tsv:1: the header names the columns vi, en: target first.*--langs vi-en"):
+        read_corpus(swapped)
 
 
 def test_a_tsv_header_row_is_skipped_with_a_warning_and_csv_quoting_is_named(tmp_path, caplog):

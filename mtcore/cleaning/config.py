@@ -63,7 +63,8 @@ class CleaningConfig:
         unknown = [lang for lang in (src, tgt) if lang not in known_languages()]
         if unknown:
             raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
-        rules = [dataclasses.replace(r, languages=[src, tgt]) if r.name() == "LanguageID" else r for r in self.rules]
+        rules = [dataclasses.replace(r, languages=[src, tgt]) if r.name() in ("LanguageID", "TestOverlap") else r
+                 for r in self.rules]
         return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})", langs=(src, tgt))
 
     # Rules about the corpus rather than the pair: a machine-made pair is judged without them.
@@ -167,7 +168,11 @@ def build_config(data, source: str = "<dict>") -> CleaningConfig:
         unknown = sorted(set(data) - {"normalize", "rules"})
         if unknown:
             errors.append(f"unknown top-level key(s) {unknown}; expected 'normalize' and 'rules'")
-        normalize = data.get("normalize") or {}
+        normalize = data.get("normalize")
+        if isinstance(normalize, bool):  # `normalize: false`: every step off (it was read as "the defaults")
+            normalize = {} if normalize else {f.name: False for f in fields(NormalizeConfig)}
+        elif normalize is None:
+            normalize = {}
         items = data.get("rules", [])
     else:
         items = data

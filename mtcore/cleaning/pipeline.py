@@ -284,6 +284,8 @@ def clean_dataset(
     if not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
         raise CorpusError(f"{input_path}: file not found")
     # Absolute paths: Ray's workers do not share the driver's working directory.
+    for rule in cfg.rules:
+        rule.ready()
     settings, heldout = stage_settings(cfg)
     stage = Stage(output.absolute(), "clean", settings=settings, inputs={"corpus": input_path.absolute(), **heldout},
                   code=("mtcore.cleaning", "mtcore.data"))

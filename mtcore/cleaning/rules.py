@@ -157,6 +157,9 @@ class Rule:
     def accept(self, scores: dict[str, np.ndarray]) -> np.ndarray:
         raise NotImplementedError
 
+    def ready(self) -> None:
+        """Raise, before any row is read, if the rule cannot judge this corpus (e.g. a held-out set in other languages)."""
+
     def details(self, batch: pa.Table, scores: dict[str, np.ndarray], rejected: np.ndarray) -> list[str]:
         """A short human-readable explanation per rejected row (for the ledger's `detail`)."""
         keys = list(scores)
@@ -761,10 +764,12 @@ class TestOverlap(Rule):
     """Never train on test: a source whose normalised form (lower case, letters and digits)
     occurs among the dev/test sources is rejected. `paths` defaults to the embedded
     dev and test sets (mtcore.data.paths.DEV/TEST) where they exist; `match_target` also
-    rejects a target found among the dev/test targets."""
+    rejects a target found among the dev/test targets. A path may be any corpus the readers take, a Moses
+    prefix included (its files PREFIX.xx for the corpus languages, which `--langs` sets)."""
 
     paths: list | None = None
     match_target: bool = False
+    languages: list | None = None  # [src, tgt] of the corpus; None: en, vi
     reason: ClassVar[str] = "test_overlap"
     __test__: ClassVar[bool] = False  # not a pytest class
     score_key: ClassVar[str] = "overlap"
@@ -776,17 +781,37 @@ class TestOverlap(Rule):
             from mtcore.data.paths import DEV, TEST
 
             self.paths = [str(p) for p in (DEV, TEST) if Path(p).exists()]
+        from mtcore.runs import input_files
+
+        if self.languages is not None and (len(self.languages) != 2 or len(set(self.languages)) != 2):
+            raise ValueError(f"languages {self.languages}: two different language codes, source first")
+        src_lang, tgt_lang = self.languages or ("en", "vi")
         src_keys, tgt_keys = [], []
+        self._pending = ""
         for p in self.paths:
-            if not Path(p).exists():
-                raise CorpusError(f"TestOverlap: held-out set {p} not found")
-            t = read_corpus(p)
+            if not input_files(p):
+                raise CorpusError(f"TestOverlap: held-out set {p} not found (nor {p}.{src_lang} + {p}.{tgt_lang})")
+            try:
+                t = read_corpus(p, src_lang=src_lang, tgt_lang=tgt_lang)
+            except CorpusError as err:
+                if self.languages is not None or Path(p).exists():
+                    raise
+                # a prefix of another pair (held.de + held.en): `with_languages` (--langs) builds the rule again
+                self._pending = f"TestOverlap: held-out set {p}: {err}; give the corpus languages (--langs)"
+                continue
             src_keys.append(hash_strings(norm_key(col(t, "src"))))
             tgt_keys.append(hash_strings(norm_key(col(t, "tgt"))))
         self._src = np.unique(np.concatenate(src_keys)) if src_keys else np.zeros(0, np.uint64)
         self._tgt = np.unique(np.concatenate(tgt_keys)) if tgt_keys else np.zeros(0, np.uint64)
 
+    def ready(self) -> None:
+        if self._pending:
+            from mtcore.data.corpus import CorpusError
+
+            raise CorpusError(self._pending)
+
     def score(self, batch):
+        self.ready()
         hit = np.isin(hash_strings(norm_key(col(batch, "src"))), self._src)
         if self.match_target:
             hit |= np.isin(hash_strings(norm_key(col(batch, "tgt"))), self._tgt)

@@ -86,20 +86,30 @@ def _csv_quoted(field: str) -> bool:
     return len(field) >= 2 and field[0] == field[-1] == '"' and '""' in field[1:-1]
 
 
-def read_tsv(path: str | Path, *, strict: bool = True) -> LoadedCorpus:
+def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt_lang: str = "vi") -> LoadedCorpus:
     """`src<TAB>tgt` per line. Strict: a line with another column count is an error naming it.
 
     Non-strict: such lines become rejects with reason `malformed_tsv`, so counts still reconcile.
+    A first line naming the columns (`src tgt`, or the corpus languages, e.g. `de en`) is a header; one naming
+    them the other way round (`en de` for de-en) is an error: the columns are swapped.
     """
     from mtcore.data.ledger import rejects_table
 
     path = Path(path)
+    headers = TSV_HEADERS | {(src_lang, tgt_lang)}
     src, tgt, ids, bad, quoted = [], [], [], [], []
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
-        if line_no == 1 and tuple(c.strip().lower() for c in cols) in TSV_HEADERS:
-            log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
-            continue
+        if line_no == 1:
+            named = tuple(c.strip().lower() for c in cols)
+            if named in headers:
+                log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
+                continue
+            if named in {(tgt_lang, src_lang), ("tgt", "src"), ("target", "source")}:
+                raise CorpusError(f"{path}:1: the header names the columns {', '.join(cols)}: target first, where "
+                                  f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
+                                  f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
+                                  f"job.corpus_langs={tgt_lang}-{src_lang})")
         if len(cols) != 2:
             if strict:
                 raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}")
@@ -182,22 +192,64 @@ def parquet_files_schema(path: Path) -> pa.Schema:
     try:
         dataset = pads.dataset(str(path), format="parquet")
         schema = dataset.schema
-        if path.is_dir():  # the dataset's schema is its first file's: every part must agree with it
+        if path.is_dir():  # every part has the first part's columns (any order, nullability or string layout)
+            first = _kinds(schema)
             for part in dataset.files[1:]:
-                other = pq.read_schema(part)
-                if not other.equals(schema, check_metadata=False):
-                    raise CorpusError(f"{part}: its columns {_columns(other)} differ from those of {dataset.files[0]} "
-                                      f"{_columns(schema)}; every Parquet file of {path} must have the same columns")
+                kinds = _kinds(pq.read_schema(part))
+                if kinds != first:
+                    diff = sorted(set(kinds.items()) ^ set(first.items()))
+                    names = sorted({name for name, _ in diff})
+                    raise CorpusError(
+                        f"{part}: its columns differ from those of {dataset.files[0]} in {', '.join(names)} "
+                        f"({'; '.join(_says(n, kinds) + ' here, ' + _says(n, first) + ' there' for n in names)}); "
+                        f"every Parquet file of {path} must have the same columns")
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
     return schema
 
 
-def read_parquet_files(path: Path) -> pa.Table:
-    """The rows of a Parquet file or directory (`parquet_files_schema`'s checks first), any columns."""
-    parquet_files_schema(path)
+def _check_utf8(column: pa.ChunkedArray, path: Path, name: str) -> None:
+    """Parquet strings are UTF-8 by contract, but a writer can store any bytes: say where, as the text readers do
+    (a bad value failed deep inside a Ray worker)."""
     try:
-        return pq.read_table(path)
+        column.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    for row, value in enumerate(column.cast(pa.binary()).to_pylist(), start=1):
+        try:
+            (value or b"").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CorpusError(f"{path}: column '{name}', row {row}: invalid UTF-8 (byte {value[err.start]:#04x} at "
+                              f"offset {err.start})") from None
+
+
+def _kinds(schema: pa.Schema) -> dict[str, str]:
+    """Column name -> type, strings of any layout as one kind: what parts of one corpus must agree on."""
+    return {f.name: "string" if is_text_type(f.type) else str(f.type) for f in schema}
+
+
+def _says(name: str, kinds: dict[str, str]) -> str:
+    return f"{name}: {kinds[name]}" if name in kinds else f"no {name}"
+
+
+def read_parquet_files(path: Path) -> pa.Table:
+    """The rows of a Parquet file or directory (`parquet_files_schema`'s checks first), any columns. The parts of a
+    folder are read one by one and put in the first part's column order and string layout."""
+    schema = parquet_files_schema(path)
+    try:
+        if not path.is_dir():
+            return pq.read_table(path)
+        import pyarrow.dataset as pads
+
+        parts = []
+        for part in pads.dataset(str(path), format="parquet").files:
+            table = pq.read_table(part).select(schema.names)
+            for name in schema.names:
+                if is_text_type(table.schema.field(name).type):
+                    table = as_strings(table, name)
+            parts.append(table)
+        return pa.concat_tables(parts, promote_options="permissive")
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
 
@@ -232,6 +284,7 @@ def read_parquet(path: str | Path) -> pa.Table:
     table = read_parquet_files(path)
     for name in ("src", "tgt"):
         table = as_strings(table, name)
+        _check_utf8(table[name], path, name)
         if nulls := table[name].null_count:
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
             log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
@@ -301,7 +354,7 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
 
             table, rejects = catalog_table(path, origin=path.name), empty_rejects()
         elif suffix in (".tsv", ".txt", ".tab"):
-            loaded = read_tsv(path, strict=strict)
+            loaded = read_tsv(path, strict=strict, src_lang=src_lang, tgt_lang=tgt_lang)
             table, rejects = loaded.table, loaded.rejects
         elif suffix in (f".{src_lang}", f".{tgt_lang}"):
             prefix = path.with_suffix("") if path.suffix.lower() != ".gz" else Path(path.stem).with_suffix("")
