@@ -65,6 +65,16 @@ def output_dir(path: str | Path, name: str = "--output") -> Path:
     return path
 
 
+def replaceable_dir(path: Path, what: str, is_one, name: str = "--output") -> None:
+    """An output folder that will be replaced whole: absent, empty, or `what` (`is_one(path)`) already, never
+    a folder of other files, which the replacement would delete."""
+    if path.is_dir() and any(path.iterdir()) and not is_one(path):
+        names = sorted(p.name for p in path.iterdir())
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise UsageError(f"{name}: {path} holds files that are not {what} ({shown}), and the output replaces the "
+                         f"folder whole; choose another output, or empty that folder yourself")
+
+
 def output_apart(output: str | Path, inputs: dict[str, str | Path], name: str = "--output") -> None:
     """The output folder neither holds nor lies inside an input: writing it (or `--overwrite`) would replace
     the data it is reading."""

@@ -16,7 +16,9 @@ from collections import Counter
 
 import pyarrow as pa
 
+from mtcore import checks
 from mtcore.console import add_common_options
+from mtcore.errors import entry_point
 from mtcore.alignment.devset import build_near_miss_dev
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.data.paths import DEV, NEAR_MISS_DEV, TEST
@@ -33,8 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+@entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not 0 < args.share < 1:  # nan fails too; a negative share misaligned every row
+        raise checks.UsageError(f"--share: {args.share} is out of range; pass a share in (0, 1), e.g. 0.17")
+    checks.output_file("--output", args.output)
     cols = ["src", "tgt", "origin", "id"]
     table = quick_clean(pa.concat_tables([read_corpus(p).select(cols) for p in (TEST, DEV)]))
     dev = build_near_miss_dev(table, args.share, args.seed)

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.classifier or args.classifier_only:
+        ClassifierConfig(epochs=args.classifier_epochs).check()  # before an encoder trains for minutes
     if args.classifier_only:
         return _train_classifier(args)
     cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers)
@@ -64,7 +66,8 @@ def _train_classifier(args) -> int:
 
     if not is_encoder_dir(args.output):
         raise EncoderError(f"--classifier-only: {args.output} holds no encoder; train one first (without --classifier-only)")
-    path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs))
+    path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs),
+                                track=not args.no_mlflow)
     m = read_classifier_metrics(path)
     print(f"pair classifier → {path} ({m.get('train_pairs', 0):,} pairs, {m.get('train_seconds', 0):.0f} s); "
           f"use it with `python pipelines/align_filter.py --encoder {args.output} --score classifier`")

@@ -353,3 +353,34 @@ def test_other_reference_pairs_are_another_stage(encoder_dir, tmp_path):
     write_parquet(tiny_corpus().slice(620, 80), ref)  # the same path, other pairs
     with pytest.raises(StageError, match="reference"):
         filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False)
+
+
+def test_pairs_with_an_empty_side_are_rejects_with_their_reason(encoder_dir, tmp_path):
+    """Two empty sides encode alike (cosine 1.0) and were kept; one empty side could pass the threshold."""
+    table, _ = corpus_with_misalignments(n_bad=5)
+    src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
+    src[3], tgt[5], src[7], tgt[7] = "", "  ", "", ""
+    table = table.set_column(0, "src", pa.array(src)).set_column(1, "tgt", pa.array(tgt))
+    out = tmp_path / "out"
+    result = filter_corpus(write_parquet(table, tmp_path / "in.parquet"), out, FilterConfig(encoder=encoder_dir),
+                           use_ray=False, track=False)
+    report = json.loads((out / "report.json").read_text())
+    assert report["rejected"]["empty_side"] == 3 and report["reconciled"] and report["input"] == 200
+    rejects = pq.read_table(out / "rejects").to_pylist()
+    empty = {r["id"]: r["detail"] for r in rejects if r["reason"] == "empty_side"}
+    ids = table["id"].to_pylist()
+    assert empty == {ids[3]: "empty source", ids[5]: "empty target", ids[7]: "both sides empty"}
+    assert not set(empty) & set(result.kept["id"].to_pylist())
+    assert pq.read_table(out / "scores.parquet").num_rows == 197  # the scored pairs
+
+
+def test_a_stage_folder_as_reference_counts_by_its_kept_pairs(encoder_dir, tmp_path):
+    """`--reference runs/x`: a text export added to that folder changed nothing, yet the stage was refused."""
+    src = write_parquet(corpus_with_misalignments(start=700)[0], tmp_path / "in.parquet")
+    ref_stage = tmp_path / "ref_stage"
+    write_parquet(tiny_corpus().slice(600, 100), ref_stage / "kept" / "part-0.parquet")
+    (ref_stage / "_stage.json").write_text("{}")
+    cfg = FilterConfig(encoder=encoder_dir, reference=str(ref_stage))
+    assert not filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped
+    (ref_stage / "kept.tsv").write_text("a\tb\n")
+    assert filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped

@@ -67,6 +67,14 @@ class ClassifierConfig:
     seed: int = 0
     threads: int = 0  # torch threads; 0: torch's default
 
+    def check(self) -> None:
+        """Counts that must be positive, said before any work (epochs 0 divided by zero; -3 saved an untrained model)."""
+        for key in ("epochs", "batch_size", "hidden", "max_len"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise ClassifierError(f"classifier {key}: {getattr(self, key)!r}; pass a whole number >= 1")
+        if not (0 <= self.dropout < 1) or not (self.lr > 0):
+            raise ClassifierError(f"classifier dropout {self.dropout} (in [0, 1)) or lr {self.lr} (> 0) out of range")
+
     @classmethod
     def from_dict(cls, d: dict) -> "ClassifierConfig":
         known = {f.name for f in fields(cls)}
@@ -361,8 +369,12 @@ def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig 
     from mtcore.data.corpus import read_corpus
     from mtcore.embedding.encoder import SPM_FILE, WEIGHTS_FILE
 
+    from mtcore import checks
+
     cfg = cfg or ClassifierConfig()
+    cfg.check()
     encoder_dir = Path(encoder_dir)
+    checks.replaceable_dir(classifier_dir(encoder_dir), "a pair classifier", has_classifier, "the classifier folder")
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
     train = training_pairs(table, encoder_dir, exclude_texts, max_pairs, cfg.seed)
     if len(train) < MIN_TRAINING_PAIRS:

@@ -37,6 +37,8 @@ def _jaccard(a: frozenset, b: frozenset) -> float:
 
 def build_near_miss_dev(table: pa.Table, share: float = 0.17, seed: int = 0, min_jaccard: float = 0.5) -> pa.Table:
     """`table` (src, tgt, origin, id) with about `share` of its rows misaligned by the kinds in `MIX`."""
+    if not 0 < share < 1:
+        raise ValueError(f"share {share}: a share of the rows in (0, 1)")
     rng = np.random.default_rng(seed)
     table = table.sort_by([("origin", "ascending"), ("id", "ascending")])
     src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import logging
 import re
 from dataclasses import dataclass
@@ -66,8 +67,10 @@ class DocAlignConfig:
     def __post_init__(self):
         # max_size 1 allows only deletions: every sentence would be dropped, silently
         checks.at_least("--max-size", self.max_size, 2)
-        if not self.del_factor > 0:  # 0 makes deleting every sentence free: an empty alignment (nan fails too)
-            raise checks.UsageError(f"--del-factor: {self.del_factor} is out of range; pass a value > 0 (default 0.4)")
+        # 0 makes deleting every sentence free: an empty alignment (nan fails too); inf leaves no path at all
+        if not 0 < self.del_factor < math.inf:
+            raise checks.UsageError(f"--del-factor: {self.del_factor} is out of range; pass a finite value > 0 "
+                                    f"(default 0.4)")
         for name in ("num_samples", "dense_cells", "band"):
             checks.at_least(name, getattr(self, name), 1)
         checks.at_least("min_random", self.min_random, 0)
@@ -369,6 +372,8 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     from mtcore.data.corpus import CorpusError, _decode_lines
 
     path = Path(path)
+    if path.is_dir():
+        raise CorpusError(f"{path}: a directory; pass a text file (one document)")
     if not path.is_file():
         raise CorpusError(f"{path}: file not found")
     lines = _decode_lines(path)
@@ -398,7 +403,8 @@ def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: s
     """`.tsv`: src indices, tgt indices, cost, src text, tgt text (Vecalign's layout plus texts); else JSON lines."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
+    partial = path.with_name(f".{path.name}.partial")  # written beside, then renamed: never half a file
+    with partial.open("w", encoding="utf-8") as f:
         for blk in blocks:
             s_text = " ".join(src[i] for i in blk.src)
             t_text = " ".join(tgt[j] for j in blk.tgt)
@@ -407,6 +413,7 @@ def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: s
             else:
                 row = {"src": list(blk.src), "tgt": list(blk.tgt), "cost": round(blk.cost, 4), "src_text": s_text, "tgt_text": t_text}
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    partial.replace(path)
     return path
 
 

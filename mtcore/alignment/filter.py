@@ -538,10 +538,25 @@ def reference_in_corpus(reference: pa.Table, src: list[str], tgt: list[str], sco
     return cos, margin
 
 
+def encoder_reference(encoder_dir: Path) -> int:
+    """The number of reference pairs an encoder directory holds (0 when it has none); damaged: an error naming it."""
+    import pyarrow.parquet as pq
+
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    path = encoder_dir / REFERENCE_FILE
+    if not path.is_file():
+        return 0
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowInvalid, OSError) as err:
+        raise FilterError(f"{path}: damaged ({' '.join(str(err).split())[:100]}); train the encoder again, or "
+                          f"pass pairs you trust with --reference FILE") from None
+
+
 def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]:
     """(known-good pairs, where from) for calibration "reference": `cfg.reference`, else the encoder
     directory's `reference.parquet`; (None, "") when there are none (the caller falls back to near misses)."""
-    import pyarrow.parquet as pq
 
     from mtcore.data.corpus import read_corpus
     from mtcore.embedding.encoder import REFERENCE_FILE
@@ -550,7 +565,7 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
     if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
         log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
         return None, ""
-    table = read_corpus(path) if cfg.reference or pq.ParquetFile(path).metadata.num_rows else None  # an encoder's may be empty
+    table = read_corpus(path) if cfg.reference or encoder_reference(path.parent) else None  # an encoder's may be empty
     if table is None or len(table) < MIN_REFERENCE_PAIRS:
         message = f"{path}: {0 if table is None else len(table)} reference pairs; at least {MIN_REFERENCE_PAIRS} are needed"
         if cfg.reference:
@@ -558,6 +573,26 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
         log.warning("%s: calibrating on near misses made from the corpus instead", message)
         return None, ""
     return table, str(path)
+
+
+def split_empty_sides(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(pairs to score, rejects `empty_side`): an empty sentence has no meaning to compare, yet two empty sides
+    encode alike (cosine 1.0, kept) and one empty side can pass a threshold. The cleaning stage rejects them; this
+    stage also reads users' corpora directly."""
+    import pyarrow.compute as pc
+
+    from mtcore.data.ledger import rejects_table
+
+    no_src = pc.equal(pc.utf8_trim_whitespace(table["src"]), "").to_numpy(zero_copy_only=False)
+    no_tgt = pc.equal(pc.utf8_trim_whitespace(table["tgt"]), "").to_numpy(zero_copy_only=False)
+    empty = no_src | no_tgt
+    sub = table.filter(pa.array(empty))
+    what = ["both sides empty" if a and b else "empty source" if a else "empty target"
+            for a, b in zip(no_src[empty], no_tgt[empty])]
+    rejects = rejects_table(sub["src"].to_pylist(), sub["tgt"].to_pylist(),
+                            sub["origin"].to_pylist() if "origin" in sub.column_names else [""] * len(sub),
+                            sub["id"].to_pylist(), stage=STAGE, reason="empty_side", details=what)
+    return table.filter(pa.array(~empty)), rejects
 
 
 def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):
@@ -593,8 +628,10 @@ def filter_corpus(
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():
         inputs["encoder"] = Path(encoder).absolute()
-    if cfg.reference:  # other known-good pairs are another threshold
-        inputs["reference"] = Path(cfg.reference).absolute()
+    if cfg.reference:  # other known-good pairs are another threshold; a stage folder counts by its kept/ pairs
+        inputs["reference"] = Path(resolve_data(cfg.reference)[0]).absolute()
+    elif Path(encoder).is_dir():
+        encoder_reference(Path(encoder))  # a damaged one named now, not after the corpus was encoded
     if cfg.score == "dual_xent":  # a retrained model is another filter
         inputs |= {"nmt_forward": Path(cfg.nmt_forward).absolute(), "nmt_reverse": Path(cfg.nmt_reverse).absolute()}
     if cfg.score == "classifier":
@@ -607,13 +644,17 @@ def filter_corpus(
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path)
-    kept, rejects, threshold, scores, timing = filter_table(table, cfg, use_ray=use_ray)
+    scored, empty = split_empty_sides(table)
+    if not len(scored):
+        raise FilterError(f"{input_path}: every pair has an empty side; nothing to score")
+    kept, rejects, threshold, scores, timing = filter_table(scored, cfg, use_ray=use_ray)
+    rejects = pa.concat_tables([empty, rejects])
 
     with stage.writing() as work:
         write_parquet(kept, work / "kept" / "part-00000.parquet")
         write_parquet(rejects, work / "rejects" / "part-00000.parquet")
-        write_parquet(
-            pa.table({"id": table["id"], "cosine": scores.cosine, "margin": scores.margin}
+        write_parquet(  # the scored pairs (those with an empty side are rejects without a score)
+            pa.table({"id": scored["id"], "cosine": scores.cosine, "margin": scores.margin}
                      | ({cfg.score: scores.real(cfg.score)} if cfg.score in PAIR_MODELS else {})
                      | {"kept": pa.array(scores.real(cfg.score) >= threshold)}),
             work / "scores.parquet",

@@ -13,7 +13,9 @@ import argparse
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
+from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
@@ -44,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = DocAlignConfig(max_size=args.max_size, del_factor=args.del_factor)  # options checked before any work
+    inputs = {"--src": args.src, "--tgt": args.tgt}
+    if args.background:
+        inputs |= {"--background SRC_TXT": args.background[0], "--background TGT_TXT": args.background[1]}
+    if Path(args.output).is_dir():
+        raise checks.UsageError(f"--output: {args.output} is a directory; pass a file path (.jsonl or .tsv)")
+    checks.output_apart(args.output, inputs)  # --output one.en would overwrite the document it reads
     src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
     background = tuple(read_document(path, args.split) for path in args.background) if args.background else None
     encoder = load_encoder(args.encoder)

@@ -17,7 +17,7 @@ so margin stays the default.
 (dual conditional cross-entropy, Junczys-Dowmunt 2018): slower than the encoder, and it sees the
 one changed word that a sentence embedding averages away.
 
-Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent / low_classifier, with scores),
+Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent / low_classifier, with scores; empty_side for a pair with an empty side),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` compares the corpus's scores with those of pairs known to be good
 (`--calibration reference`, the default): it rejects the low-score band where most pairs cannot

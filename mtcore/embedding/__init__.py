@@ -120,6 +120,7 @@ def check_encoder(spec: str) -> None:
     if path.is_dir():
         if is_encoder_dir(path):
             encoder_config(path)  # a translation checkpoint or a foreign config.json: named here
+            load_builtin(path)  # damaged weights or pieces too (a small model: about a second)
             return
         if not (path / "modules.json").is_file():  # what every sentence-transformers model directory holds
             raise EncoderError(f"{spec}: neither an mtcore encoder ({CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE}) nor a "
@@ -127,8 +128,9 @@ def check_encoder(spec: str) -> None:
     else:
         _refuse_non_directory(spec, path)
     if importlib.util.find_spec("sentence_transformers") is None:
-        raise EncoderNotAvailable(f"encoder '{spec}' needs the sentence-transformers package, which is not installed. "
-                                  + how_to_get(spec))
+        missing = "" if path.exists() else f"there is no directory {path.absolute()}, and as a model name, "
+        raise EncoderNotAvailable(f"encoder '{spec}': {missing}it needs the sentence-transformers package, which is "
+                                  "not installed. " + how_to_get(spec))
     if not path.is_dir():  # a model name: it must be in the local Hugging Face cache (nothing is downloaded)
         from huggingface_hub import try_to_load_from_cache
 

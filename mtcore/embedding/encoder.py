@@ -181,8 +181,17 @@ def load_builtin(directory: str | Path, device: str = "cpu") -> SentenceEncoder:
         raise EncoderError(f"{directory}: not an mtcore encoder (needs {CONFIG_FILE}, {WEIGHTS_FILE}, {SPM_FILE})")
     cfg = encoder_config(directory)
     model = DualEncoder(cfg)
-    model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
-    return SentenceEncoder(model, Tokenizer(directory / SPM_FILE), directory, device)
+    try:
+        model.load_state_dict(torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    except (RuntimeError, OSError, EOFError, ValueError) as err:  # truncated, or weights of another shape
+        raise EncoderError(f"{directory / WEIGHTS_FILE}: damaged, or not the weights its {CONFIG_FILE} describes "
+                           f"({' '.join(str(err).split())[:160]}); train the encoder again") from None
+    try:
+        tokenizer = Tokenizer(directory / SPM_FILE)
+    except (RuntimeError, OSError) as err:
+        raise EncoderError(f"{directory / SPM_FILE}: not a readable SentencePiece model "
+                           f"({' '.join(str(err).split())[:120]}); train the encoder again") from None
+    return SentenceEncoder(model, tokenizer, directory, device)
 
 
 def read_metrics(directory: str | Path) -> dict:

@@ -45,6 +45,7 @@ from mtcore.embedding.encoder import (
     EncoderConfig,
     REFERENCE_FILE,
     EncoderError,
+    is_encoder_dir,
     pad_batch,
     save_encoder,
 )
@@ -356,7 +357,9 @@ def train_encoder(
     """
     cfg = cfg or EncoderTrainConfig()
     cfg.check()  # before the corpus is read or Ray is imported
-    output = checks.output_dir(output)
+    output = checks.output_dir(output).absolute()
+    checks.output_apart(output, {} if isinstance(corpus, pa.Table) else {"corpus": corpus})
+    checks.replaceable_dir(output, "an encoder", is_encoder_dir)  # training swaps the folder in whole
 
     import ray.train
     from ray.train.torch import TorchTrainer
