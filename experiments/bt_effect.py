@@ -57,10 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
+    seeds = args.seeds.split(",")
+    if not all(s.strip().lstrip("-").isdigit() for s in seeds):
+        ap.error(f"--seeds {args.seeds!r}: expected whole numbers separated by commas, e.g. 0,1")
     try:
         cfg = EffectConfig(parallel_share=args.share, steps=args.steps, validate_every=args.validate_every, patience=args.patience,
                            best_metric=args.best_metric,
-                           warmup=args.warmup, seeds=tuple(int(s) for s in args.seeds.split(",")), reverse_steps=args.reverse_steps,
+                           warmup=args.warmup, seeds=tuple(int(s) for s in seeds), reverse_steps=args.reverse_steps,
                            max_mono=args.max_mono, preset=args.preset, reverse_preset=args.reverse_preset, output=args.output,
                            test_limit=args.test_limit, dev_limit=args.dev_limit, vocab=args.vocab,
                            variants=tuple(args.variants.split(",")), encoder=args.encoder, dev_data=args.dev, test_data=args.test,

@@ -78,6 +78,19 @@ class _Formatter(logging.Formatter):
 _configured: int | None = None
 
 
+class _LiveStderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a line is logged: an entry point called twice in one process (tests,
+    notebooks) may have another stderr the second time, and the first one may be closed."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def configure(verbosity: int = NORMAL) -> None:
     """Set up logging for an entry point (idempotent; a later call with another verbosity wins)."""
     global _configured
@@ -93,7 +106,7 @@ def configure(verbosity: int = NORMAL) -> None:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_mtcore", False)]:
         root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _LiveStderr()
     handler.setFormatter(_Formatter())
     handler._mtcore = True  # type: ignore[attr-defined]
     root.addHandler(handler)

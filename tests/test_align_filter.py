@@ -384,3 +384,16 @@ def test_a_stage_folder_as_reference_counts_by_its_kept_pairs(encoder_dir, tmp_p
     assert not filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped
     (ref_stage / "kept.tsv").write_text("a\tb\n")
     assert filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False).skipped
+
+
+def test_a_floor_above_the_false_reject_budget_is_said(tmp_path, caplog):
+    """"At most --max-false-reject of the known-good pairs" holds unless the random-pair floor is stricter: the
+    report's method says so, and now a warning too."""
+    untrained = str(tiny_encoder(tmp_path, trained=False).save(tmp_path / "untrained"))  # random pairs score as true ones
+    src = write_parquet(corpus_with_misalignments(start=700)[0], tmp_path / "in.parquet")
+    cfg = FilterConfig(encoder=untrained, reference=_reference(tmp_path), max_false_reject=0.0001)
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        result = filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False)
+    cal = result.report["calibration"]
+    assert "(floor)" in cal["method"] and cal["estimated_false_reject"] > 0.0001
+    assert "(the floor) rejects an estimated" in caplog.text and "above --max-false-reject 0.01 %" in caplog.text

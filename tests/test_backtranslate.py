@@ -37,8 +37,9 @@ def bt_inputs(tmp_path_factory):
 
 
 def config(root, out, **kw):
-    return BTConfig(corpus=str(root / "corpus.parquet"), mono=str(root / "mono.vi"), output=str(out), encoder=str(root / "encoder"),
-                    reverse_preset="tiny", reverse_vocab=400, max_mono=60, ratio=1.0, **kw)
+    return BTConfig(**{"corpus": str(root / "corpus.parquet"), "mono": str(root / "mono.vi"), "output": str(out),
+                       "encoder": str(root / "encoder"), "reverse_preset": "tiny", "reverse_vocab": 400, "max_mono": 60,
+                       "ratio": 1.0, **kw})
 
 
 def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs):
@@ -52,7 +53,8 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
         assert stage["input"] == stage["kept"] + sum(stage["rejected"].values()), stage
     by_name = {s["stage"]: s for s in report["stages"]}
     assert by_name["clean"]["input"] == 262 and by_name["clean"]["rejected_total"] >= 2
-    assert by_name["select_mono"]["input"] == 100 and by_name["select_mono"]["kept"] == 60
+    assert by_name["select_mono"]["input"] == 101 and by_name["select_mono"]["kept"] == 60  # 101 lines, one blank
+    assert by_name["select_mono"]["rejected"]["blank"] == 1
     assert by_name["backtranslate"]["kept"] == 60
     assert by_name["synthetic_filter"]["input"] == 60
 
@@ -86,6 +88,9 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     synthetic = table.filter(table["synthetic"])
     assert len(synthetic) > 0 and not any(BT_TAG in s for s in synthetic["src"].to_pylist())
     assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out))).reused == list(STAGES)
+    # A ratio too small for any sentence: said as such (it read "none of its sentences is left", blaming the text)
+    with pytest.raises(BTError, match=r"--ratio 0.001 × \d+ real pairs leaves a budget of 0 sentences"):
+        run_backtranslation(config(bt_inputs, tmp_path / "bt-tiny-ratio", mode="beam", tag=False, reuse_from=str(out), ratio=0.001))
     # The first run's reverse model changes (a rerun there): what this run made from it is made again.
     marker = out / "03_reverse_model" / "_stage.json"
     body = json.loads(marker.read_text())
@@ -96,6 +101,15 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     over = run_backtranslation(config(bt_inputs, out, mode="beam", tag=False, overwrite=True))
     assert over.reused == [] and over.mlflow_run_id and over.mlflow_run_id != result.mlflow_run_id
     assert resolve_data(out)[1]["mlflow_run_id"] == over.mlflow_run_id
+    # The output folder moved, then resumed after select_mono: it translates with the reverse model where it is now
+    # (the stage's report held the old absolute path: a Ray traceback, or the wrong model had one stood there).
+    moved = tmp_path / "bt-moved"
+    shutil.move(out, moved)
+    for leftover in ("05_backtranslate", "06_synthetic_filter", "07_assemble"):
+        shutil.rmtree(moved / leftover)
+    resumed = run_backtranslation(config(bt_inputs, moved, mode="beam", tag=False))
+    assert resumed.reused == shared and resumed.reverse_model == str(moved / "03_reverse_model" / "checkpoint")
+    assert json.loads((moved / "report.json").read_text())["reverse_model"]["checkpoint"] == resumed.reverse_model
 
 
 def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt_inputs):
@@ -298,6 +312,16 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     assert table["text"].to_pylist() == ["câu một", "câu hai"]
     assert table["id"].to_pylist() == ["mono.vi:1", "mono.vi:4"]  # the line in the file
     assert "2 blank line(s) or empty row(s) skipped, 2 sentences read" in caplog.text
+    kept_blank = read_mono(path, keep_blank=True)  # the pipeline's reading: select_mono sets them aside as `blank`
+    assert kept_blank["id"].to_pylist() == ["mono.vi:1", "mono.vi:2", "mono.vi:3", "mono.vi:4"]
+    from mtcore.backtranslation.select import select_mono
+
+    chosen = select_mono(kept_blank, pa.array([], pa.string()), pa.array([], pa.string()), 10, 0)
+    assert chosen.kept["id"].to_pylist() == ["mono.vi:1", "mono.vi:4"]
+    assert chosen.rejects["reason"].to_pylist() == ["blank", "blank"]
+    (tmp_path / "empty.vi").write_bytes(b"")  # a 0-byte file: one line of error, not an Arrow traceback
+    with pytest.raises(BTError, match="empty.vi holds no non-empty sentence"):
+        read_mono(tmp_path / "empty.vi")
     folder = tmp_path / "parts"  # a folder of Parquet parts, with a null row
     write_parquet(pa.table({"text": ["một", None]}), folder / "part-0.parquet")
     write_parquet(pa.table({"text": ["hai"]}), folder / "part-1.parquet")
@@ -306,7 +330,7 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     with pytest.raises(BTError, match="column `text` must be strings"):
         read_mono(tmp_path / "numbers.parquet")
     write_parquet(pa.table({"sentence": ["ba"]}), folder / "part-2.parquet")  # a part with another column: named, not dropped
-    with pytest.raises(BTError, match="part-2.parquet: its columns .* differ"):
+    with pytest.raises(BTError, match="part-2.parquet: its columns differ .* in sentence, text"):
         read_mono(folder)
     (tmp_path / "broken.parquet").write_text("not parquet")
     with pytest.raises(BTError, match="broken.parquet: not readable as Parquet"):

@@ -161,6 +161,34 @@ CATALOGUE = [
          absent="new_out"),
     case("align-docs-encoder-path-missing", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--encoder", "{nothing}/encoder", culprit="encoder directory not found", absent="new_out"),
+    # --- found by three reviews in session 16: outputs that replaced users' files, damaged inputs, odd values
+    case("clean-overwrite-a-folder-of-other-files", CLEAN, "--input", "{tsv}", "--output", "{user_dir}", "--overwrite",
+         "--no-mlflow", culprit="no mtcore stage made"),  # --overwrite deleted notes.txt with the folder
+    case("clean-output-is-the-current-directory", CLEAN, "--input", "{tsv}", "--output", ".", "--no-mlflow",
+         culprit="the current directory"),
+    case("clean-parquet-invalid-utf8", CLEAN, "--input", "{bad_utf8_parquet}", "--output", "{new_out}", "--no-mlflow",
+         culprit="column 'src', row 2", absent="new_out"),
+    case("clean-tsv-header-reversed", CLEAN, "--input", "{reversed_header}", "--output", "{new_out}", "--no-mlflow",
+         culprit="target first", absent="new_out"),
+    case("train-encoder-output-holds-other-files", ENC, "--corpus", "{tsv}", "--output", "{user_dir}", "--no-mlflow",
+         culprit="not an encoder"),  # training replaced the folder whole
+    case("train-encoder-output-holds-its-corpus", ENC, "--corpus", "{corpus_dir}/c.tsv", "--output", "{corpus_dir}",
+         "--no-mlflow", culprit="holds the input corpus"),
+    case("train-encoder-classifier-epochs-0", ENC, "--classifier-only", "--corpus", "{tsv}", "--output", "{encoder}",
+         "--classifier-epochs", "0", "--no-mlflow", culprit="epochs"),
+    case("align-docs-output-is-its-source", DOCS, "--src", "{doc_en_copy}", "--tgt", "{doc_vi}", "--output", "{doc_en_copy}",
+         "--encoder", "{encoder}", culprit="holds the input --src"),
+    case("align-docs-del-factor-inf", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--del-factor", "inf", culprit="--del-factor", absent="new_out"),
+    case("align-docs-src-is-a-directory", DOCS, "--src", "{corpus_dir}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--encoder", "{encoder}", culprit="a directory", absent="new_out"),
+    case("align-filter-encoder-truncated-weights", ALIGN, "--input", "{tsv}", "--output", "{new_out}", "--encoder",
+         "{encoder_truncated}", culprit="model.pt: damaged", absent="new_out"),  # with Ray: named before the actors
+    case("align-filter-encoder-damaged-reference", ALIGN, "--input", "{tsv}", "--output", "{new_out}", "--encoder",
+         "{encoder_bad_reference}", culprit="reference.parquet: damaged", absent="new_out"),
+    case("translate-beam-over-the-vocabulary", T, "--model", "{ckpt}", "--beam", "400", culprit="--beam 400", stdin=b"hello\n"),
+    case("build-near-miss-dev-share-negative", "pipelines/build_near_miss_dev.py", "--share", "-1", "--output",
+         "{new_out}/nm.parquet", culprit="--share", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))
@@ -259,6 +287,20 @@ def _kit(root: Path) -> dict[str, str]:
     shutil.copy(k["tsv"], k["corpus_dir"] / "c.tsv")
     k["a_file"] = root / "a_file"
     k["a_file"].write_text("not a directory\n")
+    k["user_dir"] = root / "user_dir"
+    k["user_dir"].mkdir()
+    (k["user_dir"] / "notes.txt").write_text("mine\n")
+    k["bad_utf8_parquet"] = root / "latin1.parquet"
+    pq.write_table(pa.table({"src": pa.array([b"Open", b"Caf\xe9"], pa.binary()).view(pa.string()), "tgt": ["Mở", "Cà phê"]}),
+                   k["bad_utf8_parquet"])
+    k["reversed_header"] = root / "reversed.tsv"
+    k["reversed_header"].write_text("vi\ten\nMở\tOpen\n", encoding="utf-8")
+    k["doc_en_copy"] = shutil.copy(k["doc_en"], root / "doc_copy.en.txt")
+    k["encoder_truncated"] = shutil.copytree(k["encoder"], root / "encoder_truncated")
+    weights = (k["encoder_truncated"] / "model.pt").read_bytes()
+    (k["encoder_truncated"] / "model.pt").write_bytes(weights[: len(weights) // 2])
+    k["encoder_bad_reference"] = shutil.copytree(k["encoder"], root / "encoder_bad_reference")
+    (k["encoder_bad_reference"] / "reference.parquet").write_text("not parquet\n")
     k["read_only"] = root / "read_only"
     k["read_only"].mkdir(mode=0o555)
     return {name: str(v) for name, v in k.items()}
@@ -309,6 +351,14 @@ def test_bad_input_gets_one_clear_line(c: Case, outcomes):
     assert c.culprit in lines[0], lines[0]
     if c.absent:
         assert not Path(kit[c.absent]).exists(), f"{c.id} left {kit[c.absent]} behind"
+
+
+def test_the_users_files_survive_the_refused_commands(outcomes):
+    """The rows above that aimed an output at a user's folder or at an input: nothing of theirs changed."""
+    _, kit = outcomes
+    assert (Path(kit["user_dir"]) / "notes.txt").read_text() == "mine\n"
+    assert Path(kit["doc_en_copy"]).read_text(encoding="utf-8") == Path(kit["doc_en"]).read_text(encoding="utf-8")
+    assert (Path(kit["corpus_dir"]) / "c.tsv").read_text(encoding="utf-8") == Path(kit["tsv"]).read_text(encoding="utf-8")
 
 
 def test_no_mlflow_run_left_running(outcomes):

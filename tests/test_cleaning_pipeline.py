@@ -76,6 +76,15 @@ def test_duplicates_keep_first_by_id():
     assert "a-1" in rejects.column("detail")[0].as_py()
 
 
+def test_duplicates_of_a_text_file_keep_the_earlier_line():
+    """NAME:LINE ids sorted as text put line 10 before line 2: the later line was kept."""
+    table = pa.table({"src": ["Open the file now", "Save it", "Open the file now"], "tgt": ["Mở tập tin ngay", "Lưu", "Mở tập tin ngay"],
+                      "origin": ["dup.tsv"] * 3, "id": ["dup.tsv:2", "dup.tsv:3", "dup.tsv:10"]})
+    kept, rejects, _ = clean_table(table, build_config(["NonEmpty", "Duplicates"]))
+    assert kept.column("id").to_pylist() == ["dup.tsv:2", "dup.tsv:3"]
+    assert rejects.column("id").to_pylist() == ["dup.tsv:10"] and rejects.column("detail")[0].as_py() == "duplicate of id dup.tsv:2"
+
+
 def test_same_result_in_any_batch_size():
     table, cfg = corpus(20), no_overlap_config()
     a = clean_table(table, cfg, batch_size=4096)

@@ -245,3 +245,20 @@ def test_decode_speed_benchmark_runs(ckpt, capsys):
                 "| HF generate beam 2 |"):
         assert row in out
     assert "the time of CTranslate2 float32: goal <= 2×" in out
+
+
+def test_a_short_source_batched_with_a_long_one_stops_where_mtcore_stops(tokenizer, tmp_path):
+    """The exports' helpers gave a batch the limit of its longest source, so a short sentence's greedy output ran on
+    past mtcore's own limit for it (an untrained model decodes to the limit, which shows it)."""
+    torch.manual_seed(1)
+    model = build_model(ModelConfig.preset("tiny", dropout=0.0, vocab_size=tokenizer.vocab_size))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    path = save_checkpoint(tmp_path / "random", model, tokenizer)
+    texts = ["Hi", "Open the file and save all of the changes to the disk before you quit the program please", "Ok"]
+    ours = translate(load_checkpoint(path).model, tokenizer, texts, beam=1)
+    assert len(ours[0]) < len(ours[1]) and len(ours[2]) < len(ours[1])
+    assert translate_ctranslate2(ct2(to_ctranslate2(path, tmp_path / "ct2")), tokenizer, texts, beam=1) == ours
+    assert translate_hf(hf(to_hf(path, tmp_path / "hf")), tokenizer, texts, beam=1) == ours

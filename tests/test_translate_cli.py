@@ -118,3 +118,17 @@ def test_a_reader_that_stops_early_ends_translate_quietly(ckpt):
                          input="\n".join(SOURCES * 20).encode(), stderr=subprocess.PIPE, env=env, timeout=300)
     os.close(write_end)
     assert run.returncode == 141 and run.stderr.decode().strip() == "", run.stderr
+
+
+def test_an_over_long_line_is_named_by_its_input_line_and_a_too_wide_beam_is_refused(ckpt, tmp_path, caplog, capsys):
+    """The warning counted sources after blank lines were set aside (line 3 was "source 1"); a beam wider than half
+    the vocabulary failed inside beam search with a traceback."""
+    long_line = " ".join(f"word{i}" for i in range(1500))
+    (tmp_path / "in.txt").write_text(f"\n{SOURCES[0]}\n{long_line}\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="mtcore.nmt.decoding"):
+        assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--beam", "1"]) == 0
+    assert "input line 3 has" in caplog.text and "cut to" in caplog.text
+    vocab = ckpt.model.cfg.vocab_size
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "--beam", str(vocab)]) == 2
+    assert (f"--beam {vocab}: this model's vocabulary of {vocab} tokens allows a beam of at most {vocab // 2}"
+            in capsys.readouterr().err)

@@ -661,6 +661,12 @@ def filter_corpus(
         )
         real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
         calibration = calibrate(scores, cfg)
+        over = calibration.get("estimated_false_reject")
+        if over is not None and over > cfg.max_false_reject and "(floor)" in calibration["method"]:
+            log.warning("the random-pair rule's threshold %.3f (the floor) rejects an estimated %.1f %% of the known-good "
+                        "pairs, above --max-false-reject %g %%: this encoder tells these pairs from random ones poorly "
+                        "(a stronger encoder, or a --threshold of your own)", threshold, 100 * over,
+                        100 * cfg.max_false_reject)
         report = StageReport.from_tables(
             STAGE, len(table), kept, rejects, score=cfg.score, threshold=threshold, encoder=cfg.encoder,
             calibration=calibration, timing=timing,

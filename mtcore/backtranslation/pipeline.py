@@ -51,10 +51,11 @@ class BTResult:
 # --------------------------------------------------------------------------- inputs checked up front
 
 
-def read_mono(path: str | Path) -> pa.Table:
+def read_mono(path: str | Path, keep_blank: bool = False) -> pa.Table:
     """Monolingual text: Parquet (a file or a folder of them) with a `text` column, or a UTF-8 file with one
     sentence a line. Ids are `NAME:N`, N the line (row) from 1, counted before blank lines are skipped;
-    the skipped lines are counted in a warning."""
+    the skipped lines are counted in a warning. `keep_blank`: blank lines stay rows, for `select_mono` to set aside
+    with their reason (the stage's counts then reconcile with the file's lines)."""
     path = Path(path)
     if not path.exists():
         raise BTError(f"--mono: {path} not found")
@@ -75,16 +76,20 @@ def read_mono(path: str | Path) -> pa.Table:
             if tabbed and tabbed >= len(lines) / 2:  # src<TAB>tgt: each line would be back-translated as one "sentence"
                 raise BTError(f"--mono: {path}: {tabbed} of {len(lines)} lines hold a tab, as a parallel TSV does; "
                               "monolingual text is one Vietnamese sentence a line (e.g. `cut -f2` of the TSV)")
-            table = pa.table({"text": lines})
+            table = pa.table({"text": pa.array(lines, pa.string())})  # typed: an empty file has no rows to infer from
         table = origin_and_id(table, path)
     except CorpusError as err:
         raise BTError(f"--mono: {err}") from None
     n = len(table)
-    table = table.filter(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["text"])), 0))
-    if len(table) == 0:
+    nonblank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table["text"])), 0)
+    sentences = pc.sum(nonblank).as_py() or 0
+    if sentences == 0:
         raise BTError(f"--mono: {path} holds no non-empty sentence")
-    if len(table) < n:
-        log.warning("--mono %s: %d blank line(s) or empty row(s) skipped, %d sentences read", path, n - len(table), len(table))
+    if sentences < n:
+        log.warning("--mono %s: %d blank line(s) or empty row(s) %s, %d sentences read", path, n - sentences,
+                    "set aside as `blank`" if keep_blank else "skipped", sentences)
+    if not keep_blank:
+        table = table.filter(nonblank)
     return table.select(["text", "origin", "id"])
 
 
@@ -196,6 +201,9 @@ def stage_select(cfg: BTConfig, stage: StageDir, mono: pa.Table, aligned: Path, 
     budget = int(cfg.ratio * n_real)
     if cfg.max_mono:
         budget = min(budget, cfg.max_mono)
+    if budget < 1:
+        raise BTError(f"--ratio {cfg.ratio:g} × {n_real:,} real pairs leaves a budget of 0 sentences to back-translate; "
+                      f"raise --ratio" + (" or --max-mono" if cfg.max_mono else ""))
     real_targets = read_corpus(aligned).column("tgt")
     chosen = select_mono(mono, real_targets, heldout_targets(cfg), budget, cfg.seed)
     if len(chosen.kept) == 0:
@@ -319,8 +327,8 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
         raise BTError(f"--corpus: {cfg.corpus} not found")
     checks.output_apart(root, {"--corpus": cfg.corpus, "--mono": cfg.mono})
-    mono = read_mono(cfg.mono)
-    given = check_reverse_model(cfg.reverse_model, mono["text"].slice(0, 200).to_pylist())
+    mono = read_mono(cfg.mono, keep_blank=True)
+    given = check_reverse_model(cfg.reverse_model, [t for t in mono["text"].slice(0, 400).to_pylist() if t.strip()][:200])
     resolve_filter_models(cfg)
     # The stages' settings count the encoder (and classifier) by their contents, so they exist by now.
     settings = cfg.stage_settings(reverse_dir=given)
@@ -360,8 +368,14 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     try:
         cleaned = run("clean", stage_clean) / "kept"
         aligned = run("align_filter", stage_align, cleaned) / "kept"
-        run("reverse_model", stage_reverse, aligned, given, run_id)
-        checkpoint = reports["reverse_model"]["checkpoint"]
+        reverse = run("reverse_model", stage_reverse, aligned, given, run_id)
+        # Where the model is now: this run's own copy, or the one given now. The stage's report holds the path of
+        # when it was made, which a moved output folder or model no longer has.
+        checkpoint = str(reverse / "checkpoint") if reports["reverse_model"].get("trained") else given
+        if checkpoint is None or not Path(checkpoint).is_dir():
+            raise BTError(f"reverse model: {checkpoint or reverse} is gone; pass --reverse-model, or --overwrite to "
+                          f"train it again")
+        reports["reverse_model"]["checkpoint"] = checkpoint
         n_real = reports["align_filter"]["kept"]
         selected = run("select_mono", stage_select, mono, aligned, n_real) / "selected.parquet"
         translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"

@@ -1,6 +1,7 @@
 """Which monolingual sentences are back-translated (the `select_mono` stage).
 
 A sentence is set aside, with its reason, when
+- `blank`: the line is empty or only spaces (kept as a row so that the counts are the file's lines);
 - `test_overlap`: it is a target of the held-out sets (the cleaning rules' TestOverlap sets; data/dev and
   data/test by default). A test reference in training, even with a synthetic source, is a leak; the cleaning's
   TestOverlap (`match_target`) keeps such pairs out the same way;
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mtcore.cleaning.rules import hash_strings, norm_key
 from mtcore.data.ledger import rejects_table
@@ -40,7 +42,9 @@ def select_mono(mono: pa.Table, real_targets: pa.Array, heldout_targets: pa.Arra
     keys = _keys(mono["text"])
     n = len(keys)
     reason = np.full(n, "", dtype=object)
-    reason[np.isin(keys, _keys(heldout_targets))] = "test_overlap"
+    blank = ~pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(mono["text"])), 0).to_numpy(zero_copy_only=False)
+    reason[blank] = "blank"
+    reason[(reason == "") & np.isin(keys, _keys(heldout_targets))] = "test_overlap"
     reason[(reason == "") & np.isin(keys, _keys(real_targets))] = "in_corpus"
     first = np.zeros(n, dtype=bool)
     first[np.unique(keys, return_index=True)[1]] = True

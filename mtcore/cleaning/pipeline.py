@@ -108,13 +108,16 @@ class DuplicateDecision:
 
 
 def decide_duplicates(meta: pa.Table, cfg: CleaningConfig) -> DuplicateDecision:
-    """Keep the first row by id of each exact key, then of each normalised key; reject the rest."""
+    """Keep the first row by id (NAME:LINE ids by line) of each exact key, then of each normalised key; reject the rest."""
     dup = next(iter(cfg.global_rules), None)
     empty = DuplicateDecision(np.zeros(0, np.uint64), np.zeros(0, object), np.zeros(0, object))
     if dup is None or len(meta) == 0:
         return empty
     df = meta.select(["id", "_reason", "_h_exact", "_h_near", "_rowkey"]).to_pandas()
-    df = df[df["_reason"].isna()].sort_values(["id", "_h_exact", "_rowkey"], kind="stable")
+    df = df[df["_reason"].isna()]
+    # NAME:LINE ids (the text readers') in line order: as text, file.tsv:10 came before file.tsv:2
+    df = df.assign(_order=df["id"].str.replace(r":(\d+)$", lambda m: ":" + m.group(1).zfill(12), regex=True))
+    df = df.sort_values(["_order", "_h_exact", "_rowkey"], kind="stable")
     out_keys, out_reasons, out_details = [], [], []
     for key, reason, enabled in (("_h_exact", dup.reason, True), ("_h_near", dup.near_reason, dup.normalized)):
         if not enabled or df.empty:

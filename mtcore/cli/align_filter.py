@@ -21,8 +21,8 @@ Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent /
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` compares the corpus's scores with those of pairs known to be good
 (`--calibration reference`, the default): it rejects the low-score band where most pairs cannot
-be good, and never more than `--max-false-reject` (2 %) of the known-good ones (the random-pair
-rule's threshold is its floor). The built-in encoder holds out whole catalogs for this; or pass
+be good, and never more than `--max-false-reject` (2 %) of the known-good ones, unless the random-pair
+rule's threshold, its floor, is higher (a weak encoder: a warning and the report say so). The built-in encoder holds out whole catalogs for this; or pass
 `--reference FILE` with pairs you trust, from your domain. Without reference pairs it calibrates
 against near misses made from the corpus (`near_miss`); `random` is the first rule (random
 same-catalog pairs; lets most near misses through). The report gives the threshold, how it was

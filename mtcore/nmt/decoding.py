@@ -291,18 +291,20 @@ def beam_search(
 # --------------------------------------------------------------------------- text in, text out
 
 
-def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool = False, max_len: int = 1022) -> list[list[int]]:
+def encode_sources(tokenizer: Tokenizer, texts: Sequence[str], *, bt_tag: bool = False, max_len: int = 1022,
+                   names: Sequence[str] | None = None) -> list[list[int]]:
     """Source ids as the model was trained on them: ids + EOS; over-long sources are cut.
 
     `bt_tag=True` encodes f"{BT_TAG} {text}", exactly what a tagged back-translated training
-    source holds (SentencePiece gives it as [▁, <bt>, ▁text...], not [<bt>, ▁text...]).
+    source holds (SentencePiece gives it as [▁, <bt>, ▁text...], not [<bt>, ▁text...]). `names`: what a warning
+    calls each source (default `source I`, from 0), e.g. the input's line numbers.
     """
     if bt_tag:
         texts = [f"{BT_TAG} {t}" for t in texts]
     out = []
     for i, ids in enumerate(tokenizer.encode(list(texts))):
         if len(ids) + 1 > max_len:
-            log.warning("source %d has %d tokens; cut to %d", i, len(ids) + 1, max_len)
+            log.warning("%s has %d tokens; cut to %d", names[i] if names else f"source {i}", len(ids) + 1, max_len)
             ids = ids[: max_len - 1]
         out.append(ids + [EOS_ID])
     return out

@@ -26,7 +26,7 @@ from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
-from mtcore.nmt.translate import check_decoding_args, decoding_args, decode_config, sampling_generator
+from mtcore.nmt.translate import check_beam_fits, check_decoding_args, decoding_args, decode_config, sampling_generator
 
 
 @entry_point
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", args.corpus_langs):
         parser.error(f"--corpus-langs {args.corpus_langs!r}: expected two language codes, e.g. de-en")
     ckpt = load_checkpoint(args.model, device=args.device)
+    check_beam_fits(args, ckpt)
     model_dir = ckpt.model_cfg.direction
     corpus = corpus_languages(ckpt.model_cfg, args.corpus_langs)
     direction = args.direction or ("-".join(corpus[::-1]) if args.reverse else model_dir)

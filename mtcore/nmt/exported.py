@@ -1,7 +1,7 @@
 """Translate with an exported model, fed exactly as mtcore feeds its own decoder.
 
 Same sources (`encode_sources`: normalised text, pieces + EOS), same length-sorted batches,
-the same output limit a * src_len + b (per batch: the limit of its longest source) and
+the same output limit a * src_len + b for each sentence (batches group sentences of one limit) and
 the same detokenisation, so that differences come from the runtime alone:
 
     translator = ctranslate2.Translator(OUT)            # an `mtcore.export --to ctranslate2` directory
@@ -12,6 +12,8 @@ the same detokenisation, so that differences come from the runtime alone:
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -22,12 +24,18 @@ from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 def _batches(sources: list[list[int]], batch_size: int, a: float, b: int, max_positions: int):
-    """(indices, sources, output limit) per length-sorted batch, as `translate_ids` cuts them."""
+    """(indices, sources, output limit) per length-sorted batch whose sentences share one limit: mtcore limits each
+    sentence by its own length (`decoding.max_lengths`), and the runtimes take one limit per batch. A batch with a
+    long source let a short one's greedy output run on where mtcore's stops."""
+    def limit_of(i: int) -> int:
+        return max(min(math.floor(a * len(sources[i])) + b, max_positions - 1), 1)
+
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        limit = min(int(a * max(len(sources[i]) for i in idx)) + b, max_positions - 1)
-        yield idx, [sources[i] for i in idx], max(limit, 1)
+    for limit, group in itertools.groupby(order, key=limit_of):
+        group = list(group)
+        for start in range(0, len(group), batch_size):
+            idx = group[start : start + batch_size]
+            yield idx, [sources[i] for i in idx], limit
 
 
 def translate_ctranslate2(

@@ -47,6 +47,14 @@ def decoding_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
 
 
+def check_beam_fits(args: argparse.Namespace, ckpt) -> None:
+    """Beam search keeps 2 × beam candidates a step: the model's vocabulary bounds the beam (said once it is loaded)."""
+    vocab = ckpt.model.cfg.vocab_size
+    if not args.sample and 2 * args.beam > vocab:
+        raise checks.UsageError(f"--beam {args.beam}: this model's vocabulary of {vocab} tokens allows a beam of at "
+                                f"most {vocab // 2}")
+
+
 def check_decoding_args(args: argparse.Namespace) -> None:
     """Ranges of the shared options, before the model is loaded."""
     checks.at_least("--beam", args.beam, 1)
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output != "-":  # before the decoding, not after it
         checks.output_file("-o/--output", args.output)
     ckpt = load_checkpoint(args.model, device=args.device)
+    check_beam_fits(args, ckpt)
     if args.input == "-":
         lines = read_lines(sys.stdin.buffer)
     else:
@@ -156,12 +165,14 @@ def one_cell(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-def translate_lines(ckpt, lines: list[str], args: argparse.Namespace) -> list[tuple[str, ...]]:
+def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbers: list[int] | None = None) -> list[tuple[str, ...]]:
     """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation).
-    A blank line is translated as a blank line (a model asked for it invents text)."""
+    A blank line is translated as a blank line (a model asked for it invents text). `line_numbers`: each line's
+    number in the input (from 1), for warnings."""
+    line_numbers = line_numbers or list(range(1, len(lines) + 1))
     filled = [i for i, line in enumerate(lines) if line.strip()]
     if len(filled) < len(lines):
-        rows = translate_lines(ckpt, [lines[i] for i in filled], args) if filled else []
+        rows = translate_lines(ckpt, [lines[i] for i in filled], args, [line_numbers[i] for i in filled]) if filled else []
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): line numbers back to the input's
             return sorted([(str(filled[int(r[0])]), *r[1:]) for r in rows] +
                           [(str(i), f"{0.0:.4f}", "") for i in range(len(lines)) if not lines[i].strip()], key=lambda r: int(r[0]))
@@ -173,7 +184,8 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace) -> list[tu
         return []
     model, tok = ckpt.model, ckpt.tokenizer
     decode = decode_config(args)
-    sources = encode_sources(tok, lines, bt_tag=args.bt_tag, max_len=model.cfg.max_positions - 1)
+    sources = encode_sources(tok, lines, bt_tag=args.bt_tag, max_len=model.cfg.max_positions - 1,
+                             names=[f"input line {n}" for n in line_numbers])
     if decode.n_best > 1:
         found = nbest_ids(model, sources, decode)
         flat = [(i, ids) for i, hyps in enumerate(found) for ids in hyps]
