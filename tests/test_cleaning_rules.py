@@ -60,6 +60,14 @@ CASES = [
     (Untranslated(), "Save As", "Save As", False),  # UI words, not a name
     (Untranslated(), "Open Recent", "Open Recent", False),
     (Untranslated(), "File not found", "Không tìm thấy tập tin", True),
+    # session 16: format codes reordered, one word translated among numbers, a diacritic-less Vietnamese word
+    (Untranslated(), "%b %e %Y", "%e %b %Y", True),
+    (Untranslated(), "hh:mm:ss + film frames (24 fps)", "hh:mm:ss + film frame (24 fps)", False),  # a form of the same word
+    (Untranslated(), "Sri Lankan Rupee", "Rupee Sri Lanka", True),  # the same words reordered: translated
+    (Untranslated(), "%m/%d/%y", "%d.%m.%y", True),
+    (Untranslated(), "4:3 in 16:9", "4:3 trong 16:9", True),
+    (Untranslated(), "the Debian Package Tracker web page", "trang web Debian Package Tracker", True),
+    (Untranslated(), "See https://example.com/docs/install.html for the details", "Xem https://example.com/docs/install.html", True),
     (LanguageID(), "File not found", "Không tìm thấy tập tin", True),
     (LanguageID(), "The file could not be opened", "Le fichier n'a pas pu être ouvert", False),  # French
     (LanguageID(), "The file could not be opened", "Die Datei konnte nicht geöffnet werden", False),  # German
@@ -78,6 +86,33 @@ CASES = [
     (LanguageID(), "Spanish (Argentina)", "Argentina (es_AR)", True),
     (LanguageID(), "Supported desktops: GNOME, KDE, Xfce", "Môi trường hỗ trợ: GNOME, KDE, Xfce", True),
     (LanguageID(), "Save the file as", "Save file as", False),  # common English words still count
+    # session 16, a review of real rejects: an English source keeps the Vietnamese its target copies
+    (LanguageID(), "Vietnamese (tiếng Việt)", "Tiếng Việt", True),
+    (LanguageID(), "Use oà, uý (instead of òa, úy)", "Dùng oà, uý (thay vì òa, úy)", True),
+    (LanguageID(), "Welcome to Đà Nẵng", "Chào mừng đến với Đà Nẵng", True),
+    (LanguageID(), "Vietnamese dishes such as phở, bánh mì and bún chả are popular.",
+     "Các món ăn Việt Nam như phở, bánh mì và bún chả rất được ưa chuộng.", True),
+    (LanguageID(), "Déjà Dup Backups", "Sao lưu dự phòng Déjà Dup", True),  # one accented name is no Vietnamese source
+    (LanguageID(), "México", "Mê-hi-cô", True),
+    # transliterated names, Vietnamese without diacritics langid is sure of, URLs that are no language's words
+    (LanguageID(), "Suriname", "Xu-ri-na-me", True),
+    (LanguageID(), "English (Caribbean)", "Anh (Ca-ri-bi)", True),
+    (LanguageID(), "After Recording completes:", "Sau khi ghi xong:", True),
+    (LanguageID(), "See also: https://wiki.filezilla-project.org/Documentation",
+     "Xem thêm: http://wiki.filezilla-project.org/Documentation", True),
+    # plainly bad: another script (langid restricted to en/vi gave Russian P(vi) 0.59), no letters at all
+    (LanguageID(), "Please restart your computer.", "Пожалуйста, перезагрузите компьютер.", False),
+    (LanguageID(), "Network settings", "网络设置", False),
+    (LanguageID(), "Open the file", "########", False),
+    (LanguageID(), "Ohrid", "Охрид", False),
+    # ... but a native name both sides copy, a symbol, or a Portuguese place name are not
+    (LanguageID(), "Hindi (मानक हिन्दी)", "Tiếng Hindi (मानक हिन्दी)", True),
+    (LanguageID(), "Gamma", "γ", True),
+    (LanguageID(), "double dagger", "‡", True),
+    (LanguageID(), "Região Autónoma da Madeira", "Miền Tự Trị Madeira", True),
+    # a long target langid calls Vietnamese without one diacritic is still refused (the model would learn it)
+    (LanguageID(), "reset the current config to the default values", "thiet dat lai tuy chinh hien tai ve gia tri mac dinh",
+     False),
     (Untranslated(), "Argentina (es_AR)", "Argentina (es_AR)", True),  # a locale name copied is right
     (Untranslated(), "Tamil (ta_IN)", "Tamil (ta_IN)", True),
     (Placeholders(), "Cannot open %s: %s", "Không thể mở %s: %s", True),
@@ -85,6 +120,13 @@ CASES = [
     (Placeholders(), "Cannot open %s", "Không thể mở", False),
     (Placeholders(), "%d files", "%s tập tin", False),
     (Placeholders(), "<b>Warning:</b> %s", "<b>Cảnh báo:</b> %s", True),
+    (Placeholders(), "%s &#215; %s", "%s × %s", True),  # an entity and its character written out: the same text
+    (Placeholders(), "Don&#8217;t ask again", "Đừng hỏi lại", True),  # the apostrophe is gone with its word
+    (Placeholders(), "servicing &quot;{0}&quot;", "đang phục vụ '{0}'", True),  # other quotes: translation, not format
+    (Placeholders(), "Tom &amp; Jerry", "Tom & Jerry", True),
+    (Placeholders(), "<b>Tom &amp; Jerry</b>", "<b>Tom và Jerry</b>", True),  # "&" translated
+    (Placeholders(), "<b>Tom &amp; Jerry</b>", "Tom và Jerry", False),  # the markup is gone
+    (Placeholders(), "%s &#215; %s", "%s x", False),  # a format specifier is still missing
     (Placeholders(), "<b>Warning:</b> %s", "Cảnh báo: %s", False),
     (Placeholders(), "Hello {name}", "Xin chào {tên}", False),
     (Placeholders(), "Line one\\nLine two", "Dòng một\\nDòng hai", True),
@@ -92,6 +134,8 @@ CASES = [
     (Numbers(), "1,000.5 MB", "1.000,5 MB", True),  # separators differ in Vietnamese
     (Numbers(), "Up to 10000 files", "Tối đa 10.000 tập tin", True),  # a thousands separator on one side only
     (Numbers(), "1,000 items", "1000 mục", True),
+    (Numbers(), "maximum 10,000", "tối đa 10 000", True),  # a space groups thousands (a no-break one, normalised)
+    (Numbers(), "Checkmate in fifty moves.", "Chiếu hết trong 50 nước đi.", True),
     (Numbers(), "Version 1.5", "Phiên bản 1.6", False),
     (Numbers(), "Page 3 of 10", "Trang 4 trên 10", False),
     (Numbers(), "more than three files", "nhiều hơn 3 tập tin", True),  # spelled number

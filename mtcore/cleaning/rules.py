@@ -73,14 +73,21 @@ _LOCALE = re.compile(LOCALE_RE2)
 _TOKEN = re.compile(r"\S+")
 
 
+# Vietnamese writes a foreign name as hyphen-joined syllables: "Pa-ra-guay", "Xu-ri-na-me", "Ca-ri-bi".
+TRANSLITERATION_RE2 = r"(?:^|[^\pL-])\p{Lu}\pL{0,3}(?:-\p{Ll}{1,4}){2,}(?:[^\pL-]|$)"
+SURE_PROB = 0.9  # langid's P(vi) above which a short target (≤ 2 × short_words words) is Vietnamese without diacritics
+URL_EMAIL_RE2 = r"(?:https?|ftp)://[^\s<>\"']+|www\.[^\s<>\"']+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+
+
 def own_words(src: str, tgt: str) -> str:
     """`tgt` without locale codes and without the (uncommon) tokens it copies from `src` (names, list items,
     commands, options: "Argentina (es_AR)", "GNOME, KDE, Xfce", "ls -l"): what is left is the
     translator's own text, the only part whose language says anything."""
     strip = lambda t: t.strip(".,;:!?()[]{}\"'“”‘’«»")  # noqa: E731
     # Common English words stay: a target that copies "Save file as" is English, not a name.
-    copied = {strip(w) for w in _TOKEN.findall(_LOCALE.sub(" ", src))} - ENGLISH_COMMON
-    kept = [w for w in _TOKEN.findall(_LOCALE.sub(" ", tgt)) if strip(w) not in copied or strip(w).lower() in ENGLISH_COMMON]
+    copied = {strip(w).casefold() for w in _TOKEN.findall(_LOCALE.sub(" ", src))} - ENGLISH_COMMON
+    kept = [w for w in _TOKEN.findall(_LOCALE.sub(" ", tgt))
+            if strip(w).casefold() not in copied or strip(w).lower() in ENGLISH_COMMON]
     return " ".join(kept)
 
 
@@ -343,12 +350,33 @@ class Untranslated(Rule):
         idx = np.flatnonzero(identical)
         for i, text in zip(idx, at(src, idx)):
             name_like[i] = self._is_name(text, self.max_name_words, self.max_capitalized_words)
-        # Near copies: no Vietnamese letter in the target and enough words to judge.
-        cand = (~identical) & (count(tgt, _VI_WORD) == 0) & (count(kt, r"\S+") >= self.near_min_words)
-        idx = np.flatnonzero(cand)
-        for i, s, t in zip(idx, at(ks, idx), at(kt, idx)):
-            vocab, tw = set(s.split()), t.split()
-            overlap[i] = sum(w in vocab for w in tw) / len(tw)
+        # Near copies: no Vietnamese letter in the target and enough words to judge, compared on words with letters
+        # once placeholders, URLs and e-mail addresses are gone ("%b %e %Y" → "%e %b %Y" localises a date format,
+        # "4:3 in 16:9" → "4:3 trong 16:9" translates the one word there is).
+        cand = np.flatnonzero((~identical) & (count(tgt, _VI_WORD) == 0))
+        bare = [norm_key(pc.replace_substring_regex(pc.replace_substring_regex(c.take(pa.array(cand, pa.int64())),
+                                                                               PLACEHOLDER_RE2, " "), URL_EMAIL_RE2, " "))
+                for c in (src, tgt)] if len(cand) else [pa.array([], pa.string())] * 2
+        for i, s, t in zip(cand, bare[0].to_pylist(), bare[1].to_pylist()):
+            tw = [w for w in t.split() if not w.isdigit()]
+            if len(tw) < self.near_min_words:
+                continue
+            vocab = set(s.split())
+            stems = {v[:4] for v in vocab if len(v) >= 4}
+            # "frames" → "frame": a form of a source word is copied too
+            new = [w for w in tw if w not in vocab and not (len(w) >= 4 and w[:4] in stems
+                                                             and any(abs(len(v) - len(w)) <= 2 for v in vocab if v[:4] == w[:4]))]
+            # A word of its own that is no common English word ("trang web Debian Package Tracker") is a
+            # translation, even without diacritics; an English rewording is LanguageID's to judge.
+            if not all(w in ENGLISH_COMMON for w in new):
+                continue
+            # Copied words in another order are a translation's ("Sri Lankan Rupee" → "Rupee Sri Lanka").
+            words = s.split()
+            at_src = [next((k for k, v in enumerate(words) if v == w or (len(w) >= 4 and v[:4] == w[:4])), None)
+                      for w in tw if w not in new]
+            at_src = [k for k in at_src if k is not None]
+            if at_src == sorted(at_src):
+                overlap[i] = (len(tw) - len(new)) / len(tw)
         return {"overlap": overlap, "name_like": name_like.astype(float)}
 
     def accept(self, scores):
@@ -429,16 +457,38 @@ class LanguageID(Rule):
         n = len(batch)
         # An identical copy is the Untranslated rule's call (names such as "San Salvador" are kept there).
         copy = np_(pc.fill_null(pc.equal(norm_key(src), norm_key(tgt)), False)).astype(bool)
-        # Placeholder names (%(father_name)s, {count}, <b>) are not words of either language.
-        src, tgt = (pc.replace_substring_regex(c, PLACEHOLDER_RE2, " ") for c in (src, tgt))
+        # Placeholder names (%(father_name)s, {count}, <b>), URLs and e-mail addresses are words of no language.
+        src, tgt = (pc.replace_substring_regex(pc.replace_substring_regex(c, PLACEHOLDER_RE2, " "), URL_EMAIL_RE2, " ")
+                    for c in (src, tgt))
         tw = np.maximum(count(tgt, _WORD), 1)
-        sw = np.maximum(count(src, _WORD), 1)
         t_letters = count(tgt, r"\pL")
+        s_letters = count(src, r"\pL")
         t_vi = count(tgt, _VI_WORD) / tw
-        t_uniq = count(tgt, _VI_UNIQUE_WORD) / tw
+        # A transliterated name ("Pa-ra-guay") is as Vietnamese as a word with a Vietnamese-only letter.
+        t_uniq = (count(tgt, _VI_UNIQUE_WORD) + count(tgt, TRANSLITERATION_RE2)) / tw
         t_foreign = count(tgt, _FOREIGN_WORD) / tw
-        s_vi = count(src, _VI_WORD) / sw
-        s_uniq = count(src, _VI_UNIQUE_WORD) / sw
+        # The source is judged on what the target does not copy: an English sentence about "Đà Nẵng" or "phở",
+        # or "Vietnamese (tiếng Việt)", keeps those words in its translation.
+        # Where the target copies most of it ("Không tìm thấy tập tin" → "… này"), the whole source is judged.
+        uncopied_src = pa.array([own_words(b, a) for a, b in zip(src.to_pylist(), tgt.to_pylist())], pa.string())
+        s_own_letters = count(uncopied_src, r"\pL")
+        own_src = pc.if_else(pa.array(s_own_letters * 2 >= s_letters), uncopied_src, src)
+        s_own_letters = count(own_src, r"\pL")
+        sw = np.maximum(count(own_src, _WORD), 1)
+        # Letters of another script (Cyrillic, Han, …) in a side's own words (a native name both sides copy, "Greek
+        # (Ελληνικά)", is not): neither English nor Vietnamese, whatever langid says. One letter ("Gamma" → "γ") is a symbol.
+        own_tgt = pa.array([own_words(a, b) for a, b in zip(src.to_pylist(), tgt.to_pylist())], pa.string())
+        t_other = count(own_tgt, r"\pL") - count(own_tgt, r"\p{Latin}")
+        t_other = np.where(t_other >= 2, t_other / np.maximum(count(own_tgt, r"\pL"), 1), 0.0)
+        s_uncopied = count(uncopied_src, r"\pL")
+        s_other = s_uncopied - count(uncopied_src, r"\p{Latin}")
+        s_other = np.where(s_other >= 2, s_other / np.maximum(s_uncopied, 1), 0.0)
+        # A sentence translated as "########" or "...........": no letter, no digit, a few characters (one symbol,
+        # "double dagger" → "‡", is a translation).
+        raw_tgt = col(batch, "tgt")
+        bare = (count(raw_tgt, r"[\pL\pN]") == 0) & (count(raw_tgt, r"\S") >= 3)
+        s_vi = count(own_src, _VI_WORD) / sw
+        s_uniq = count(own_src, _VI_UNIQUE_WORD) / sw
         # Targets without clear Vietnamese evidence are judged on their own words only: locale codes and
         # what is copied from the source (names, list items, code) say nothing about the language.
         weak = np.flatnonzero((t_letters >= self.min_letters) & ~copy & (t_uniq < self.vi_unique_share))
@@ -463,9 +513,11 @@ class LanguageID(Rule):
         idx = np.flatnonzero(ask_t)
         for i, text in zip(idx, at(tgt, idx)):
             t_prob[i] = dict(ident.rank(text)).get("vi", 0.0)
-        ask_s = (s_vi > 0) & (s_uniq < self.vi_unique_share) & ~copy
+        # langid on a source only when most of its own words look Vietnamese: one accented name ("México",
+        # "Déjà Dup") is not a Vietnamese source.
+        ask_s = (s_vi >= 0.5) & (s_own_letters >= self.min_letters) & (s_uniq < self.vi_unique_share) & ~copy
         idx = np.flatnonzero(ask_s)
-        for i, text in zip(idx, at(src, idx)):
+        for i, text in zip(idx, at(src, idx)):  # the whole source: "Região Autónoma da Madeira" is no Vietnamese
             s_prob[i] = dict(ident.rank(text)).get("vi", 0.0)
         return {
             "tgt_vi_share": t_vi,
@@ -477,6 +529,10 @@ class LanguageID(Rule):
             "src_vi_unique": np.where(copy, 0.0, s_uniq),
             "src_p_vi": s_prob,
             "copy": copy.astype(float),
+            "tgt_other_script": t_other,
+            "src_other_script": s_other,
+            "src_letters": s_letters.astype(float),
+            "tgt_bare": bare.astype(float),
         }
 
     def _score_any_pair(self, batch):
@@ -502,11 +558,16 @@ class LanguageID(Rule):
         judged = (scores["tgt_letters"] >= self.min_letters) & (scores["copy"] == 0)
         uniq, foreign = scores["tgt_vi_unique"], scores["tgt_foreign"]
         p = np.nan_to_num(scores["tgt_p_vi"], nan=0.0)
-        # Short Vietnamese can lack diacritics ("Quay phim", "Trang Web"): langid alone decides there.
-        enough_vi = (scores["tgt_vi_share"] >= self.min_vi_share) | (scores["tgt_words"] <= self.short_words)
+        # Short Vietnamese can lack diacritics ("Quay phim", "Trang Web"): langid alone decides there; and where it
+        # is sure ("Sau khi ghi xong:", no diacritic by chance), it decides too.
+        enough_vi = ((scores["tgt_vi_share"] >= self.min_vi_share) | (scores["tgt_words"] <= self.short_words)
+                     | ((p >= SURE_PROB) & (scores["tgt_words"] <= 2 * self.short_words)))
         tgt_ok = ~judged | (uniq >= self.vi_unique_share) | (~((foreign > 0) & (uniq == 0)) & (p >= self.min_prob) & enough_vi)
+        # A sentence translated as "########": the source has words, the target not one letter.
+        no_letters = (scores["tgt_bare"] > 0) & (scores["src_letters"] >= self.min_letters) & (scores["copy"] == 0)
+        tgt_ok &= ~no_letters & (scores["tgt_other_script"] <= 0.5)
         sp = np.nan_to_num(scores["src_p_vi"], nan=0.0)
-        src_ok = (scores["src_vi_unique"] < self.vi_unique_share) & (sp < self.min_prob)
+        src_ok = (scores["src_vi_unique"] < self.vi_unique_share) & (sp < self.min_prob) & (scores["src_other_script"] <= 0.5)
         return tgt_ok & src_ok
 
     def details(self, batch, scores, rejected):
@@ -520,6 +581,12 @@ class LanguageID(Rule):
             return out
         for i in np.flatnonzero(rejected):
             src_bad = scores["src_vi_unique"][i] >= self.vi_unique_share or np.nan_to_num(scores["src_p_vi"][i]) >= self.min_prob
+            if scores["src_other_script"][i] > 0.5 or scores["tgt_other_script"][i] > 0.5:
+                out.append(f"{'src' if scores['src_other_script'][i] > 0.5 else 'tgt'} in another script than Latin")
+                continue
+            if scores["tgt_bare"][i] > 0:
+                out.append("tgt has no letters where src has words")
+                continue
             side = "src looks Vietnamese" if src_bad else "tgt not Vietnamese"
             out.append(
                 f"{side}: tgt_vi_share={_fmt(scores['tgt_vi_share'][i])}, tgt_foreign={_fmt(scores['tgt_foreign'][i])}, "
@@ -564,6 +631,7 @@ _URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'»”)]+|www\.[^\s<>\"'»”)]+|[\
 EN_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty".split())}
+EN_NUMBER_WORDS |= {w: str(10 * i) for i, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)}
 EN_NUMBER_WORDS |= {w: str(i) for i, w in enumerate("first second third fourth fifth sixth seventh eighth ninth tenth".split(), 1)}
 EN_NUMBER_WORDS |= {"once": "1", "twice": "2", "single": "1", "double": "2", "half": "2", "dozen": "12", "hundred": "100", "thousand": "1000"}
 # Months and weekdays are numbered in Vietnamese: "April" → "tháng 4", "Apr" → "Th4", "Monday" → "Thứ 2".
@@ -579,7 +647,8 @@ def _word_numbers(text: str, table: dict[str, str]) -> set[str]:
     return {table[w] for w in re.findall(r"[^\W\d_]+", text.lower()) if w in table}
 
 
-_GROUPING = re.compile(r"(?<=\d)[.,\u00a0\u202f'](?=\d{3}(?!\d))")  # 1,000 / 1.000 / 1 000 / 1'000: one number
+# 1,000 / 1.000 / 1 000 / 1'000: one number (the whitespace step has made a no-break space a plain one)
+_GROUPING = re.compile(r"(?<=\d)[.,\u00a0\u202f' ](?=\d{3}(?!\d))")
 
 
 def _numbers(text: str) -> Counter:

@@ -26,6 +26,7 @@ This module is shared by cleaning and back-translation filtering.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 
@@ -103,6 +104,12 @@ def strip(text: str) -> str:
 
 
 def mismatch(src: str, tgt: str) -> tuple[list[str], list[str]]:
-    """(missing from target, extra in target); both empty when the multisets agree."""
+    """(missing from target, extra in target); both empty when the multisets agree. An entity HTML knows (`&#215;`,
+    `&quot;`, `&amp;`) is a character of the text, encoded: the translation may write it out, use another or none
+    ("Tom &amp; Jerry" → "Tom và Jerry"), so it is not compared; an unknown `&name;` is."""
     a, b = Counter(extract(src)), Counter(extract(tgt))
-    return sorted((a - b).elements()), sorted((b - a).elements())
+    missing, extra = a - b, b - a
+    for unmatched in (missing, extra):
+        for token in [t for t in unmatched if t.startswith("&") and html.unescape(t) != t]:
+            del unmatched[token]
+    return sorted((+missing).elements()), sorted((+extra).elements())
