@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                            overwrite=args.overwrite)
     except ValueError as err:
         ap.error(str(err))
-    aligned = args.aligned or str(run_backtranslation(BTConfig()).output / "02_align_filter" / "kept")
+    aligned = args.aligned or str(run_backtranslation(BTConfig(encoder=args.encoder)).output / "02_align_filter" / "kept")
     result = run_effect(cfg, aligned)
     print(f"\n{'variant':<18}{'seeds':>6}{'synthetic':>10}{'steps':>7}{'dev BLEU':>10}{'test BLEU':>15}{'gain':>8}{'test chrF':>11}")
     for r in result["summary"]:

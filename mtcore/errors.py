@@ -32,6 +32,19 @@ class MtcoreError(Exception):
     """A bad input or setting the user can fix; the message names the file or key at fault."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what the user can do about it (e.g. how to resume)."""
+
+
+EXIT_INTERRUPTED = 128 + 2  # as a shell reports a tool ended by SIGINT
+_interrupted = False
+
+
+def interrupted() -> bool:
+    """Whether the entry point is ending on Ctrl-C (the failure hooks then mark runs KILLED, not FAILED)."""
+    return _interrupted
+
+
 # What a user can do about an OSError, by kind; the message already names the file.
 _OS_HINTS: list[tuple[type[OSError], str]] = [
     (FileNotFoundError, "check the path"),
@@ -107,9 +120,13 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
             os.environ["MTCORE_HOME"] = str(Path(home).expanduser().absolute())
         try:
             return main(*args, **kwargs) or 0
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
+            global _interrupted
+            _interrupted = True
             _run_hooks()
-            raise
+            print(f"interrupted: {err}" if str(err) else "interrupted (Ctrl-C); the MLflow runs it had open are marked "
+                  "KILLED", file=sys.stderr)
+            return EXIT_INTERRUPTED
         except BrokenPipeError:
             _run_hooks()
             if not _stdout_closed():

@@ -176,3 +176,32 @@ def test_dev_and_test_sets_are_read_before_training(runs_dir, tmp_path):
     job = TrainingJob.load(None, [f"job.test_data={bad}"])
     with pytest.raises(Exception, match="test_bad.tsv:2"):
         ray_training.prepare_inputs(job)
+
+
+def test_ctrl_c_ends_the_run_killed_and_says_how_to_resume(mlflow_uri, runs_dir, toy_corpus, tmp_path):
+    """Ray Train's own SIGINT handler aborts the run and calls sys.exit: the process ended without a word, and the
+    MLflow run stayed RUNNING for good."""
+    import signal
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "MTCORE_HOME": str(runs_dir), "MLFLOW_TRACKING_URI": mlflow_uri,
+           "OMP_NUM_THREADS": "1", "RAY_ADDRESS": ""}
+    cmd = [sys.executable, "-u", str(root / "experiments/train_transformer.py"), "--config", str(root / "experiments/configs/tiny.yaml"),
+           "--workers", "1", "--run-name", "ctrl-c", f"job.train_data={toy_corpus['train']}", f"job.dev_data={toy_corpus['dev']}",
+           f"job.test_data={toy_corpus['test']}", "job.vocab_size=400", "train.max_steps=100000", "train.log_every=2",
+           "train.validate_every=0", "train.time_budget_min=5"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    for line in proc.stdout:  # wait for training steps
+        if line.startswith("step") or time.time() > deadline:
+            break
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: training run 'ctrl-c' stopped; its MLflow run is marked KILLED" in err and "Traceback" not in err
+    runs = mlflow.MlflowClient(mlflow_uri).search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(mlflow_uri).search_experiments()], "attributes.run_name = 'ctrl-c'")
+    assert [r.info.status for r in runs] == ["KILLED"]

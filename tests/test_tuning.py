@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -297,6 +298,9 @@ def test_interrupted_search_resumes_without_rerunning_finished_trials(ray_local,
     assert [r.trial_id for r in done] == [marker.read_text()]
     client = mlflow.MlflowClient(mlflow_uri)
     assert client.get_run(first.parent_run_id).info.status == "KILLED"
+    started = client.search_runs([client.get_run(first.parent_run_id).info.experiment_id],
+                                 f"tags.mlflow.parentRunId = '{first.parent_run_id}'")
+    assert started and all(c.info.status != "RUNNING" for c in started)  # an unfinished trial's child ends KILLED
 
     with pytest.raises(TuneError, match="--resume"):
         tuning.run_search(tj, verbose=0)  # a fresh start would silently drop the finished trial
@@ -313,3 +317,36 @@ def test_interrupted_search_resumes_without_rerunning_finished_trials(ray_local,
                                   f"tags.mlflow.parentRunId = '{first.parent_run_id}'")
     assert len(children) == 2
     assert client.get_run(again.parent_run_id).info.status == "FINISHED" and again.registered
+
+
+def test_resume_refuses_other_settings_and_a_spent_time_budget(tmp_path):
+    """Tune restores its own copy of a search's settings: a resume with a new space, sample count or budget ran the
+    old search and reported it "interrupted" forever; a search whose budget was spent ran nothing, again and again."""
+    tj = TuneJob.load(DEFAULT_SEARCH, [], num_samples=2)
+    other = TuneJob.load(DEFAULT_SEARCH, [], num_samples=3)
+    longer = TuneJob.load(DEFAULT_SEARCH, [], num_samples=2, time_budget_min=30)
+    assert len({tj.settings_digest("v1"), other.settings_digest("v1"), longer.settings_digest("v1")}) == 3
+    marker = tmp_path / "s.mtcore.json"
+    driver._check_resumable(marker, "s", tj.settings_digest("v1"))  # no marker: a search of an older mtcore
+    marker.write_text(json.dumps({"settings": tj.settings_digest("v1"), "ended": None}))
+    driver._check_resumable(marker, "s", tj.settings_digest("v1"))
+    with pytest.raises(TuneError, match="started with other settings"):
+        driver._check_resumable(marker, "s", longer.settings_digest("v1"))
+    marker.write_text(json.dumps({"settings": tj.settings_digest("v1"), "ended": "budget"}))
+    with pytest.raises(TuneError, match="ended on its time budget.*--overwrite"):
+        driver._check_resumable(marker, "s", tj.settings_digest("v1"))
+
+
+def test_cli_takes_overrides_anywhere_and_checks_the_seed(capsys):
+    from mtcore.cli.train import parse_args as train_args
+    from mtcore.cli.tune import parse_args as tune_args
+
+    _, overrides = train_args(["train.max_steps=20", "--workers", "1", "job.test_limit=20", "--dry-run"])
+    assert overrides[:2] == ["train.max_steps=20", "job.test_limit=20"]
+    args, overrides = tune_args(["train.max_steps=20", "--num-samples", "2", "job.test_limit=20"])
+    assert "job.test_limit=20" in overrides and args.num_samples == 2
+    with pytest.raises(SystemExit):
+        train_args(["--average", "1"])  # the mean of one snapshot is no average
+    assert "--average 1" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="search.seed"):
+        SearchConfig(seed=-1)

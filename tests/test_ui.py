@@ -37,6 +37,22 @@ def test_command_binds_loopback_and_keeps_artifacts_next_to_the_store(tmp_path):
     assert tracking.artifact_root(store) == (tmp_path / "mlartifacts").as_uri()
 
 
+def test_uvicorn_speaks_only_with_verbose():
+    """Its per-request INFO lines drowned the command's own (-v: MLflow's and its server's INFO lines too)."""
+    import logging
+
+    mlflow_log = logging.getLogger("mlflow")
+    before = mlflow_log.level
+    try:
+        mlflow_log.setLevel(logging.WARNING)
+        cmd = ui.server_command("sqlite:///x.db", ui.DEFAULT_HOST, 5123)
+        assert cmd[cmd.index("--uvicorn-opts") + 1] == "--log-level warning"
+        mlflow_log.setLevel(logging.INFO)
+        assert "--uvicorn-opts" not in ui.server_command("sqlite:///x.db", ui.DEFAULT_HOST, 5123)
+    finally:
+        mlflow_log.setLevel(before)
+
+
 @pytest.mark.parametrize("host, port, url", [
     ("127.0.0.1", 5000, "http://127.0.0.1:5000"),
     ("0.0.0.0", 8080, "http://127.0.0.1:8080"),

@@ -36,13 +36,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     ap.add_argument("--workers", type=int, help="Ray Train workers (default: all GPUs, else 2 CPU workers)")
     ap.add_argument("--gpu", action="store_true", help="train on GPUs (default: when the cluster has them)")
     ap.add_argument("--run-name", help="MLflow/Ray run name (default: derived from the settings)")
-    ap.add_argument("--average", type=int, metavar="N", help="end with the mean of the last N weight snapshots if it "
-                    "validates better (train.average_last; preset auto on CPU: 8, 25 steps apart)")
+    ap.add_argument("--average", type=int, metavar="N", help="end with the mean of the last N (>= 2; 0: none) weight "
+                    "snapshots if it validates better (train.average_last; preset auto on CPU: 8, 25 steps apart)")
     ap.add_argument("--dry-run", action="store_true", help="print the resource plan and stop")
     ap.add_argument("--print-config", action="store_true", help="print the resolved config (YAML) and stop")
     ap.add_argument("overrides", nargs="*", help="section.key=value, e.g. model.heads=8 train.warmup=2000")
     add_common_options(ap)
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides before, between or after the options
+    if args.average is not None and (args.average == 1 or args.average < 0):
+        ap.error(f"--average {args.average}: the mean of N >= 2 snapshots (0: none)")
     overrides = list(args.overrides)
     for flag, key in ((args.data, "job.train_data"), (args.workers, "job.workers"), (args.run_name, "job.run_name"),
                       (args.average, "train.average_last")):

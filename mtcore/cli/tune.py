@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     ap.add_argument("--dry-run", action="store_true", help="print the resource plan and the search space, and stop")
     ap.add_argument("overrides", nargs="*", help="base job overrides, section.key=value, e.g. train.max_steps=400")
     add_common_options(ap)
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides before, between or after the options
     return args, list(args.overrides) + ([f"job.train_data={args.data}"] if args.data else [])
 
 
@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the finished trials are kept; continue with the same arguments and --resume")
         return 1
     if out.best is None:
-        print("no trial finished: see the errors above")
+        failed = sum(r.status == "FAILED" for r in out.rows)
+        why = (f"{failed} failed: see the errors above" if failed else
+               "the search's time budget ran out before any trial validated" if out.budget_hit else "none validated")
+        print(f"no trial finished ({len(out.rows)} of {tj.search.trials} started; {why})")
         return 1
     print(f"best trial   {out.best.trial_id}: {out.best.values}")
     print(f"best dev     BLEU {out.best.best_dev_bleu:.2f}  (MLflow run {out.best.mlflow_run_id})")

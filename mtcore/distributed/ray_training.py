@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtcore.errors import MtcoreError, one_line
+from mtcore.errors import Interrupted, MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
@@ -460,6 +460,9 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
             result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
+        except SystemExit:  # Ray Train's own Ctrl-C handler aborts the run and exits the process
+            raise Interrupted(f"training run '{inputs.run_name}' stopped; its MLflow run is marked KILLED, and the same "
+                              f"command resumes it from its latest checkpoint") from None
         except Exception as err:  # Ray Train raises a worker's error wrapped: a user's mistake stays one line
             _mark_failed(inputs)
             cause = user_error_of(err)

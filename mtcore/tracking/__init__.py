@@ -146,15 +146,19 @@ def closed(run_id: str) -> None:
 
 @on_failure
 def _end_runs_failed() -> None:
+    """FAILED, or KILLED when the user pressed Ctrl-C."""
+    from mtcore.errors import interrupted
+
     mlflow = sys.modules.get("mlflow")
     if mlflow is None:
         return
+    status = "KILLED" if interrupted() else "FAILED"
     if mlflow.active_run() is not None:
-        mlflow.end_run(status="FAILED")
+        mlflow.end_run(status=status)
     for run_id, uri in list(_open_runs.items()):
         client = mlflow.MlflowClient(tracking_uri=uri)
         if client.get_run(run_id).info.status == "RUNNING":
-            client.set_terminated(run_id, status="FAILED")
+            client.set_terminated(run_id, status=status)
         closed(run_id)
 
 

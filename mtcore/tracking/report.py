@@ -111,7 +111,8 @@ def _settings(params: dict[str, str]) -> str:
 
 
 def _is_translation_run(run) -> bool:
-    """A run that trains (or searches) a translation model: it has BLEU, or a training job's test set."""
+    """A run that trains a translation model: it has BLEU, or a training job's test set. (A search's own run is not:
+    its trials are the runs that train, and they are ranked.)"""
     return TEST_BLEU in run.data.metrics or DEV_BLEU in run.data.metrics or "job.test_data" in run.data.params
 
 
@@ -178,7 +179,8 @@ def _footer(board: Leaderboard) -> list[str]:
     for sig, n in sigs.items():
         lines.append(f"sacreBLEU signature ({n} run{'s' if n != 1 else ''}): {sig}")
     if board.other_runs:
-        lines.append("Runs that train no translation model (pipelines, encoders), not ranked: "
+        lines.append("Runs that train no translation model themselves (pipelines, encoders, searches, whose trials are "
+                     "ranked), not ranked: "
                      + ", ".join(f"{e} {n}" for e, n in sorted(board.other_runs.items())))
     return lines
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -161,6 +162,8 @@ def server_command(store: str, host: str, port: int, workers: int = DEFAULT_WORK
     """`mlflow server` (this interpreter's MLflow) on `store`, artifacts next to a SQLite store."""
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store,
            "--host", host, "--port", str(port), "--workers", str(workers)]
+    if logging.getLogger("mlflow").getEffectiveLevel() > logging.INFO:  # uvicorn's per-request lines only with -v
+        cmd += ["--uvicorn-opts", "--log-level warning"]
     root = artifact_root(store)
     if root:
         cmd += ["--default-artifact-root", root]
@@ -200,9 +203,11 @@ def start_server(
     _check_store(store)
     check_port(host, port, store, runs_dir)
     log_file = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - lives as long as the server
+    quiet_env = {} if logging.getLogger("mlflow").getEffectiveLevel() <= logging.INFO else {
+        "PYTHONWARNINGS": "ignore::Warning:mlflow.server.fastapi_app"}  # Starlette's deprecation, inside MLflow
     proc = subprocess.Popen(
         server_command(store, host, port, workers),
-        stdout=log_file, stderr=subprocess.STDOUT if log_path else None,
+        stdout=log_file, stderr=subprocess.STDOUT if log_path else None, env={**os.environ, **quiet_env},
         start_new_session=True,  # its own process group: stopping it stops its workers too
     )
     state = ServerState(proc.pid, host, port, store)

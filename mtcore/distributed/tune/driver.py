@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
 import time
+from pathlib import Path
 
 from mtcore.distributed import ray_training
 from mtcore.runs import home
@@ -94,9 +96,11 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     from mtcore.distributed.ray_training import resolve_train_data
     from mtcore.tracking import data_version
 
-    name = tj.search_name(data_version(resolve_train_data(tj.base)))
+    version = data_version(resolve_train_data(tj.base))
+    name = tj.search_name(version)
     storage = home() / "ray_tune"
     path = storage / name
+    marker = storage / f"{name}.mtcore.json"  # beside Tune's folder: the settings and how the search ended
     exists = (path / "tuner.pkl").is_file()
     if resume and not exists:
         raise TuneError(f"--resume: no search '{name}' in {storage} to continue (start it without --resume)")
@@ -105,6 +109,10 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
             raise TuneError(f"search '{name}' already exists in {path}: pass --resume to continue it, "
                             f"or --overwrite to start it again")
         shutil.rmtree(path)
+    if resume:
+        _check_resumable(marker, name, tj.settings_digest(version))
+    storage.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": None}))
 
     # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
     train_data = ray_training.resolve_train_data(tj.base)
@@ -150,7 +158,8 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     for r in rows:
         if r.trial_id in unfinished:  # never started, or running when the search ended
             r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
-    outcome = SearchOutcome(name, path, parent.run_id, plan, rows)
+    outcome = SearchOutcome(name, path, parent.run_id, plan, rows, budget_hit=budget_hit)
+    marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": "budget" if budget_hit else "fit"}))
     close_children(parent, rows)
     if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
         outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
@@ -159,6 +168,20 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
         finish_search(tj, base, outcome, parent, ctx)
     outcome.elapsed_s = time.perf_counter() - t0
     return outcome
+
+
+def _check_resumable(marker: Path, name: str, digest: str) -> None:
+    """`--resume` continues the same search, or refuses: Tune restores its own copy of the settings (a new space,
+    sample count or time budget would be ignored), and a search whose time budget is spent runs nothing more."""
+    if not marker.is_file():
+        return  # made before these markers: nothing to compare
+    state = json.loads(marker.read_text())
+    if state.get("settings") != digest:
+        raise TuneError(f"--resume: search '{name}' was started with other settings (space, sample count, time budget "
+                        f"or base job); resume it with those, or pass --overwrite to start it again with these")
+    if state.get("ended") == "budget":
+        raise TuneError(f"--resume: search '{name}' ended on its time budget, and Tune cannot continue a search whose "
+                        f"budget is spent; its trials are in MLflow; --overwrite starts it again")
 
 
 def _expected_trials(tj: TuneJob) -> int:

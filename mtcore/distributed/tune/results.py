@@ -53,6 +53,7 @@ class SearchOutcome:
     registered: str = ""  # "name/version" in the MLflow model registry
     interrupted: bool = False
     elapsed_s: float = 0.0
+    budget_hit: bool = False  # the search's time budget ended it
 
     @property
     def trial_minutes(self) -> float:
@@ -147,6 +148,8 @@ def close_children(parent, rows: list[TrialRow]) -> None:
             run.end("KILLED")
         elif r.status == "FAILED" and status != "FAILED":
             run.end("FAILED")
+        elif r.status == "UNFINISHED" and status == "RUNNING":  # Ctrl-C: --resume runs it again, as another run
+            run.end("KILLED")
 
 
 def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:

@@ -153,6 +153,8 @@ class SearchConfig:
             raise ConfigError(f"`search.search` {self.search!r}: choose from {list(SEARCHERS)}")
         if self.num_samples < 1:
             raise ConfigError(f"`search.num_samples` ({self.num_samples}) must be >= 1")
+        if self.seed < 0:  # numpy's generators take none, and the parent run would be open by then
+            raise ConfigError(f"`search.seed` ({self.seed}) must be >= 0")
         for name in ("workers_per_trial", "concurrent_trials"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"`search.{name}` ({getattr(self, name)}) must be >= 0 (0 = automatic)")
@@ -277,6 +279,13 @@ class TuneJob:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.base.to_dict(), "search": self.search.to_dict()}
+
+    def settings_digest(self, data_version: str = "") -> str:
+        """Everything a search's results depend on, its time budget included: a resumed search must have them all
+        (Tune restores its own pickled copy and would ignore new ones)."""
+        keep = {k: v for k, v in self.search.to_dict().items() if k not in ("name", "register_as")}
+        body = json.dumps({"base": self.base.fingerprint(data_version), "search": keep}, sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
 
     def search_name(self, data_version: str = "") -> str:
         """What the search is: base shape, searched keys, scheduler, searcher, size, and (given) the training
