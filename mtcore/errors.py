@@ -118,13 +118,14 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
         home = console.home_from_argv(argv)
         if home:  # before `main` builds its parser: the defaults under the workspace follow it
             os.environ["MTCORE_HOME"] = str(Path(home).expanduser().absolute())
+        global _interrupted
+        _interrupted = False  # an entry point called again in one process (tests, notebooks) starts afresh
         try:
             return main(*args, **kwargs) or 0
         except KeyboardInterrupt as err:
-            global _interrupted
             _interrupted = True
             _run_hooks()
-            print(f"interrupted: {err}" if str(err) else "interrupted (Ctrl-C); the MLflow runs it had open are marked "
+            print(f"interrupted: {err}" if str(err) else "interrupted (Ctrl-C); an MLflow run it had open is marked "
                   "KILLED", file=sys.stderr)
             return EXIT_INTERRUPTED
         except BrokenPipeError:

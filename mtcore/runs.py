@@ -26,6 +26,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,7 +73,11 @@ def input_files(path: str | Path) -> list[Path]:
     stem = path.name + "."
     parent = path.parent if path.parent.is_dir() else None
     return sorted(p for p in (parent.iterdir() if parent else ()) if p.name.startswith(stem) and p.is_file()
-                  and p.name[len(stem):] and "." not in p.name[len(stem):])
+                  and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.name[len(stem):].split(".")[0] not in _FORMATS)
+
+
+_LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,4})?(?:\.gz)?")  # en, vi, pt_BR, zh-Hans; .gz too
+_FORMATS = {"tsv", "txt", "tab", "csv", "po", "mo", "pot", "tok", "bpe", "json", "yml", "xml", "tmx", "py", "sh"}
 
 
 def content_hash(path: str | Path) -> str:
@@ -167,7 +172,9 @@ class Stage:
             log.warning("%s: made with these settings, but %s is missing; making it again", self.path,
                         ", ".join(missing))
             return None
-        occupied = self.path.exists() and any(self.path.iterdir())
+        occupied = self.path.exists() and any(not p.name.startswith(".") for p in self.path.iterdir())
+        if occupied and old is None and _older_stage(self.path):  # mtcore's before stages had manifests
+            old = {}
         if occupied and old is None:  # --overwrite replaces a stage's output, never a folder of the user's
             names = sorted(p.name for p in self.path.iterdir())
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
@@ -182,6 +189,8 @@ class Stage:
 
     def changes(self, old: dict[str, Any]) -> list[str]:
         """What differs between a stored manifest and this stage, one phrase per difference."""
+        if not old:
+            return ["it was made by an earlier mtcore, or its manifest is damaged"]
         new, out = self.identity, []
         if old.get("kind") != new["kind"]:
             out.append(f"it is a {old.get('kind')!r} stage, not {new['kind']!r}")
@@ -230,6 +239,14 @@ class Stage:
 
     def finish(self, report: dict[str, Any]) -> None:
         self._report = report
+
+
+def _older_stage(path: Path) -> bool:
+    """A folder an mtcore stage wrote before stages had manifests (`runs/clean` of 2026-11-22): report.json and kept/,
+    and nothing but a stage's files."""
+    names = {p.name for p in path.iterdir() if not p.name.startswith(".")}
+    known = {"kept", "rejects", "report.json", "histogram.png", "scores.parquet", "_scored"}
+    return {"kept", "report.json"} <= names and all(n in known or n.startswith("kept.") for n in names)
 
 
 # --------------------------------------------------------------------------- a job's output as training data

@@ -319,6 +319,9 @@ def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, 
     chosen = select_mono(kept_blank, pa.array([], pa.string()), pa.array([], pa.string()), 10, 0)
     assert chosen.kept["id"].to_pylist() == ["mono.vi:1", "mono.vi:4"]
     assert chosen.rejects["reason"].to_pylist() == ["blank", "blank"]
+    dots = pa.table({"text": ["", "…", "câu"], "origin": ["m"] * 3, "id": ["m:1", "m:2", "m:3"]})
+    chosen = select_mono(dots, pa.array([], pa.string()), pa.array([], pa.string()), 10, 0)
+    assert chosen.kept["id"].to_pylist() == ["m:2", "m:3"]  # "…" shares the blank line's empty key: no duplicate
     (tmp_path / "empty.vi").write_bytes(b"")  # a 0-byte file: one line of error, not an Arrow traceback
     with pytest.raises(BTError, match="empty.vi holds no non-empty sentence"):
         read_mono(tmp_path / "empty.vi")

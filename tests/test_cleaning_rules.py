@@ -62,7 +62,9 @@ CASES = [
     (Untranslated(), "File not found", "Không tìm thấy tập tin", True),
     # session 16: format codes reordered, one word translated among numbers, a diacritic-less Vietnamese word
     (Untranslated(), "%b %e %Y", "%e %b %Y", True),
-    (Untranslated(), "hh:mm:ss + film frames (24 fps)", "hh:mm:ss + film frame (24 fps)", False),  # a form of the same word
+    (Untranslated(), "RSA (%d bits)", "RSA (%d bit)", True),  # Vietnamese writes a loanword without a plural
+    (Untranslated(), "Radium Lithium Uranium", "Radi Lithi Urani", True),  # Vietnamese names of the elements
+    (Untranslated(), "Remove the selected file from the list", "Remove the selected file from the list too", False),
     (Untranslated(), "Sri Lankan Rupee", "Rupee Sri Lanka", True),  # the same words reordered: translated
     (Untranslated(), "%m/%d/%y", "%d.%m.%y", True),
     (Untranslated(), "4:3 in 16:9", "4:3 trong 16:9", True),
@@ -97,7 +99,8 @@ CASES = [
     # transliterated names, Vietnamese without diacritics langid is sure of, URLs that are no language's words
     (LanguageID(), "Suriname", "Xu-ri-na-me", True),
     (LanguageID(), "English (Caribbean)", "Anh (Ca-ri-bi)", True),
-    (LanguageID(), "After Recording completes:", "Sau khi ghi xong:", True),
+    (LanguageID(), "Quit the program now", "Thoat chuong trinh ngay", False),  # Vietnamese stripped of its diacritics
+    (LanguageID(), "Unexpected end of file", "End-of-file was reached unexpectedly while reading", False),  # not a name
     (LanguageID(), "See also: https://wiki.filezilla-project.org/Documentation",
      "Xem thêm: http://wiki.filezilla-project.org/Documentation", True),
     # plainly bad: another script (langid restricted to en/vi gave Russian P(vi) 0.59), no letters at all
@@ -108,6 +111,7 @@ CASES = [
     # ... but a native name both sides copy, a symbol, or a Portuguese place name are not
     (LanguageID(), "Hindi (मानक हिन्दी)", "Tiếng Hindi (मानक हिन्दी)", True),
     (LanguageID(), "Gamma", "γ", True),
+    (LanguageID(), "Microohm", "µΩ", True),
     (LanguageID(), "double dagger", "‡", True),
     (LanguageID(), "Região Autónoma da Madeira", "Miền Tự Trị Madeira", True),
     # a long target langid calls Vietnamese without one diacritic is still refused (the model would learn it)
@@ -123,7 +127,8 @@ CASES = [
     (Placeholders(), "%s &#215; %s", "%s × %s", True),  # an entity and its character written out: the same text
     (Placeholders(), "Don&#8217;t ask again", "Đừng hỏi lại", True),  # the apostrophe is gone with its word
     (Placeholders(), "servicing &quot;{0}&quot;", "đang phục vụ '{0}'", True),  # other quotes: translation, not format
-    (Placeholders(), "Tom &amp; Jerry", "Tom & Jerry", True),
+    (Placeholders(), "Tom &amp; Jerry", "Tom & Jerry", False),  # escaped text, written bare: it no longer parses
+    (Placeholders(), "<b>Size &lt; 10</b>", "<b>Cỡ < 10</b>", False),
     (Placeholders(), "<b>Tom &amp; Jerry</b>", "<b>Tom và Jerry</b>", True),  # "&" translated
     (Placeholders(), "<b>Tom &amp; Jerry</b>", "Tom và Jerry", False),  # the markup is gone
     (Placeholders(), "%s &#215; %s", "%s x", False),  # a format specifier is still missing
@@ -135,6 +140,8 @@ CASES = [
     (Numbers(), "Up to 10000 files", "Tối đa 10.000 tập tin", True),  # a thousands separator on one side only
     (Numbers(), "1,000 items", "1000 mục", True),
     (Numbers(), "maximum 10,000", "tối đa 10 000", True),  # a space groups thousands (a no-break one, normalised)
+    (Numbers(), "Set up 2 500 GB disks", "Thiết lập 2 đĩa 500 GB", True),  # ... or separates two numbers
+    (Numbers(), "maximum 10,000", "tối đa 10 001", False),
     (Numbers(), "Checkmate in fifty moves.", "Chiếu hết trong 50 nước đi.", True),
     (Numbers(), "Version 1.5", "Phiên bản 1.6", False),
     (Numbers(), "Page 3 of 10", "Trang 4 trên 10", False),

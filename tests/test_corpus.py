@@ -185,6 +185,16 @@ def test_parquet_parts_that_differ_only_in_layout_are_one_corpus(tmp_path):
         read_corpus(folder)
 
 
+def test_invalid_utf8_in_a_parquet_folder_names_the_part_and_its_row(tmp_path):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"src": ["Open", "Save"], "tgt": ["Mở", "Lưu"]}), folder / "part-0.parquet")
+    raw = pa.array([b"Quit", b"Caf\xe9"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"src": raw, "tgt": ["Thoát", "Cà phê"]}), folder / "part-1.parquet")
+    with pytest.raises(CorpusError, match=r"part-1.parquet: column 'src', row 2: invalid UTF-8"):
+        read_corpus(folder)
+
+
 def test_invalid_utf8_in_parquet_names_the_file_column_and_row(tmp_path):
     path = tmp_path / "latin1.parquet"
     raw = pa.array([b"Open the file", b"Caf\xe9 au lait"], pa.binary()).view(pa.string())
@@ -201,6 +211,10 @@ def test_a_tsv_header_of_the_corpus_languages_is_skipped_and_a_reversed_one_refu
     swapped = write_tsv(tmp_path / "vi-en.tsv", ["vi\ten", "Mở\tOpen"])
     with pytest.raises(CorpusError, match=r"vi-en.tsv:1: the header names the columns vi, en: target first.*--langs vi-en"):
         read_corpus(swapped)
+    english_first = write_tsv(tmp_path / "en-vi.tsv", ["English\tVietnamese", "Open\tMở"])
+    with pytest.raises(CorpusError, match="target first"):  # read as a vi-en corpus, the en-vi header is the swapped one
+        read_corpus(english_first, src_lang="vi", tgt_lang="en")
+    assert read_corpus(english_first)["src"].to_pylist() == ["Open"]
 
 
 def test_a_tsv_header_row_is_skipped_with_a_warning_and_csv_quoting_is_named(tmp_path, caplog):

@@ -74,6 +74,21 @@ def test_a_folder_of_other_files_is_not_taken_over(tmp_path):
     assert (tmp_path / "s" / "notes.txt").read_text() == "mine"
 
 
+def test_an_older_mtcore_stage_folder_is_replaced_with_overwrite(tmp_path):
+    """`runs/clean` as pipelines/clean.py wrote it before stages had manifests: kept/, rejects/, report.json."""
+    old = tmp_path / "clean"
+    (old / "kept").mkdir(parents=True)
+    (old / "rejects").mkdir()
+    (old / "report.json").write_text("{}")
+    (old / ".DS_Store").write_text("")
+    with pytest.raises(StageError, match="made by an earlier mtcore"):
+        Stage(old, "clean", {"k": 1}).reuse()
+    assert Stage(old, "clean", {"k": 1}).reuse(overwrite=True) is None
+    (old / "notes.txt").write_text("mine")  # ... but not once the user keeps files there
+    with pytest.raises(StageError, match="no mtcore stage made"):
+        Stage(old, "clean", {"k": 1}).reuse(overwrite=True)
+
+
 def test_a_stage_whose_outputs_were_deleted_is_made_again(tmp_path, caplog):
     stage = Stage(tmp_path / "s", "demo", {"k": 1})
     make(stage)
@@ -232,8 +247,22 @@ def test_a_moses_prefix_is_its_language_files_named_literally(tmp_path):
     prefix.with_name("corpus[v2].tok.en").write_text("Open the file\n")
     prefix.with_name("corpus[v2].bpe").mkdir()
     (tmp_path / "corpusv.en").write_text("not mine\n")  # what the glob `corpus[v2].*` would have matched
+    prefix.with_name("corpus[v2].tsv").write_text("Open the file\tMở tập tin\n", encoding="utf-8")  # another corpus
     assert [p.name for p in input_files(prefix)] == ["corpus[v2].en", "corpus[v2].vi"]
     before = content_hash(prefix)
     assert before != content_hash(tmp_path / "missing")
     prefix.with_name("corpus[v2].vi").write_text("Mở TỆP\n", encoding="utf-8")
     assert content_hash(prefix) != before
+
+
+def test_a_gzipped_moses_prefix_is_its_files_and_counts_by_contents(tmp_path):
+    import gzip
+
+    from mtcore.runs import input_files
+
+    for lang, text in (("en", b"Hello world\n"), ("vi", "Xin chào\n".encode())):
+        (tmp_path / f"held.{lang}.gz").write_bytes(gzip.compress(text))
+    assert [p.name for p in input_files(tmp_path / "held")] == ["held.en.gz", "held.vi.gz"]
+    before = content_hash(tmp_path / "held")
+    (tmp_path / "held.vi.gz").write_bytes(gzip.compress("Chào\n".encode()))
+    assert content_hash(tmp_path / "held") != before

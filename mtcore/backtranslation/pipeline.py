@@ -382,10 +382,10 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
         synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
         assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
-    except BaseException:
+    except BaseException as err:
         if tracked is not None:
             with contextlib.suppress(Exception):  # the stage's error is the one to report
-                tracked.end("FAILED")
+                tracked.end("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
 
     if cfg.reuse_from and not donor.used:

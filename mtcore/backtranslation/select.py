@@ -47,7 +47,8 @@ def select_mono(mono: pa.Table, real_targets: pa.Array, heldout_targets: pa.Arra
     reason[(reason == "") & np.isin(keys, _keys(heldout_targets))] = "test_overlap"
     reason[(reason == "") & np.isin(keys, _keys(real_targets))] = "in_corpus"
     first = np.zeros(n, dtype=bool)
-    first[np.unique(keys, return_index=True)[1]] = True
+    rest = np.flatnonzero(reason == "")  # repeats among the sentences (a blank line is no first "…")
+    first[rest[np.unique(keys[rest], return_index=True)[1]]] = True
     reason[(reason == "") & ~first] = "duplicate"
     eligible = np.flatnonzero(reason == "")
     # The same draw as before the exclusions existed when none applies: a permutation of the candidates.

@@ -75,8 +75,44 @@ _TOKEN = re.compile(r"\S+")
 
 # Vietnamese writes a foreign name as hyphen-joined syllables: "Pa-ra-guay", "Xu-ri-na-me", "Ca-ri-bi".
 TRANSLITERATION_RE2 = r"(?:^|[^\pL-])\p{Lu}\pL{0,3}(?:-\p{Ll}{1,4}){2,}(?:[^\pL-]|$)"
-SURE_PROB = 0.9  # langid's P(vi) above which a short target (≤ 2 × short_words words) is Vietnamese without diacritics
+_TRANSLITERATION = re.compile(r"(?<![\w-])[^\W\d_][^\W\d_]{0,3}(?:-[^\W\d_]{1,4}){2,}(?![\w-])")
 URL_EMAIL_RE2 = r"(?:https?|ftp)://[^\s<>\"']+|www\.[^\s<>\"']+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+
+
+_OTHER_SCRIPT_LETTER = r"[^\p{Latin}\p{Greek}\p{Common}\P{L}]"  # a letter of Cyrillic, Han… (γ, µ, Ω are signs)
+
+
+def _other_script_share(arr: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """Per row (of `rows`; 0 elsewhere), the share of letters in another script, where there are at least 2."""
+    out = np.zeros(len(arr), dtype=float)
+    idx = np.flatnonzero(rows)
+    if len(idx):
+        sub = arr.take(pa.array(idx, pa.int64()))
+        letters, other = count(sub, r"\pL"), count(sub, _OTHER_SCRIPT_LETTER)
+        out[idx] = np.where(other >= 2, other / np.maximum(letters, 1), 0.0)
+    return out
+
+
+def _transliterations(arr: pa.Array) -> np.ndarray:
+    """Per row, the transliterated names ("Pa-ra-guay", "Xu-ri-na-me"): hyphen-joined syllables, none of them a
+    common English word ("End-of-file", "Up-to-date" are English)."""
+    found = count(arr, TRANSLITERATION_RE2)
+    for i, text in zip(np.flatnonzero(found), at(arr, np.flatnonzero(found))):
+        syllables = (m.group(0).split("-") for m in _TRANSLITERATION.finditer(text))
+        found[i] = sum(1 for syl in syllables if syl[0][0].isupper() and all(x.islower() for x in syl[1:])
+                       and not {x.lower() for x in syl} & ENGLISH_COMMON)
+    return found
+
+
+def _own_where(other: pa.Array, side: pa.Array, rows: np.ndarray) -> pa.Array:
+    """`side` without what `other` copies (`own_words`), computed for `rows` only; the rest as they are."""
+    idx = np.flatnonzero(rows)
+    if not len(idx):
+        return side
+    texts = side.to_pylist()
+    for i, a, b in zip(idx, at(other, idx), at(side, idx)):
+        texts[i] = own_words(a, b)
+    return pa.array(texts, pa.string())
 
 
 def own_words(src: str, tgt: str) -> str:
@@ -353,35 +389,42 @@ class Untranslated(Rule):
         # Near copies: no Vietnamese letter in the target and enough words to judge, compared on words with letters
         # once placeholders, URLs and e-mail addresses are gone ("%b %e %Y" → "%e %b %Y" localises a date format,
         # "4:3 in 16:9" → "4:3 trong 16:9" translates the one word there is).
-        cand = np.flatnonzero((~identical) & (count(tgt, _VI_WORD) == 0))
+        # Enough words to judge counts every word, placeholders' too ("%s, %d of %d clip" is a sentence).
+        cand = np.flatnonzero((~identical) & (count(tgt, _VI_WORD) == 0) & (count(kt, r"\S+") >= self.near_min_words))
         bare = [norm_key(pc.replace_substring_regex(pc.replace_substring_regex(c.take(pa.array(cand, pa.int64())),
                                                                                PLACEHOLDER_RE2, " "), URL_EMAIL_RE2, " "))
                 for c in (src, tgt)] if len(cand) else [pa.array([], pa.string())] * 2
         for i, s, t in zip(cand, bare[0].to_pylist(), bare[1].to_pylist()):
-            tw = [w for w in t.split() if not w.isdigit()]
-            if len(tw) < self.near_min_words:
+            # not numbers, not date codes' letters (%b %Y); a Greek letter the translator added ("delta (δ)") stays
+            tw = [w for w in t.split() if not w.isdigit() and not (len(w) == 1 and w.isascii())]
+            if not tw:
                 continue
-            vocab = set(s.split())
-            stems = {v[:4] for v in vocab if len(v) >= 4}
-            # "frames" → "frame": a form of a source word is copied too
-            new = [w for w in tw if w not in vocab and not (len(w) >= 4 and w[:4] in stems
-                                                             and any(abs(len(v) - len(w)) <= 2 for v in vocab if v[:4] == w[:4]))]
-            # A word of its own that is no common English word ("trang web Debian Package Tracker") is a
-            # translation, even without diacritics; an English rewording is LanguageID's to judge.
+            words = s.split()
+            new = [w for w in tw if w not in words]
+            # A word of its own that is no common English word is a translation, even without diacritics: "trang web
+            # Debian Package Tracker", "Heli" for "Helium", "bit" for "bits" (Vietnamese has no plural); an English
+            # rewording is LanguageID's to judge.
             if not all(w in ENGLISH_COMMON for w in new):
                 continue
             # Copied words in another order are a translation's ("Sri Lankan Rupee" → "Rupee Sri Lanka").
-            words = s.split()
-            at_src = [next((k for k, v in enumerate(words) if v == w or (len(w) >= 4 and v[:4] == w[:4])), None)
-                      for w in tw if w not in new]
-            at_src = [k for k in at_src if k is not None]
-            if at_src == sorted(at_src):
+            if _in_order([w for w in tw if w in words], words):
                 overlap[i] = (len(tw) - len(new)) / len(tw)
         return {"overlap": overlap, "name_like": name_like.astype(float)}
 
     def accept(self, scores):
         ov, name = scores["overlap"], scores["name_like"] > 0
         return ~(((ov >= 1.0) & ~name) | ((ov >= self.near_overlap) & (ov < 1.0)))
+
+
+def _in_order(copied: list[str], words: list[str]) -> bool:
+    """Whether the copied words occur in `words` in this order (a repeated word matches its next occurrence)."""
+    pos = -1
+    for w in copied:
+        nxt = next((k for k in range(pos + 1, len(words)) if words[k] == w), None)
+        if nxt is None:
+            return False
+        pos = nxt
+    return True
 
 
 _IDENTIFIERS: dict[tuple, object] = {}
@@ -465,24 +508,24 @@ class LanguageID(Rule):
         s_letters = count(src, r"\pL")
         t_vi = count(tgt, _VI_WORD) / tw
         # A transliterated name ("Pa-ra-guay") is as Vietnamese as a word with a Vietnamese-only letter.
-        t_uniq = (count(tgt, _VI_UNIQUE_WORD) + count(tgt, TRANSLITERATION_RE2)) / tw
+        t_uniq = (count(tgt, _VI_UNIQUE_WORD) + _transliterations(tgt)) / tw
         t_foreign = count(tgt, _FOREIGN_WORD) / tw
         # The source is judged on what the target does not copy: an English sentence about "Đà Nẵng" or "phở",
-        # or "Vietnamese (tiếng Việt)", keeps those words in its translation.
-        # Where the target copies most of it ("Không tìm thấy tập tin" → "… này"), the whole source is judged.
-        uncopied_src = pa.array([own_words(b, a) for a, b in zip(src.to_pylist(), tgt.to_pylist())], pa.string())
+        # or "Vietnamese (tiếng Việt)", keeps those words in its translation. Where the target copies most of it
+        # ("Không tìm thấy tập tin" → "… này"), the whole source is judged. (Only sources with a Vietnamese or
+        # non-Latin letter can be affected: the others are taken as they are, without a Python pass.)
+        s_script = match(src, _OTHER_SCRIPT_LETTER)  # a cheap test first: a few rows of 180,000 have one
+        uncopied_src = _own_where(tgt, src, (count(src, _VI_WORD) > 0) | s_script)
         s_own_letters = count(uncopied_src, r"\pL")
         own_src = pc.if_else(pa.array(s_own_letters * 2 >= s_letters), uncopied_src, src)
         s_own_letters = count(own_src, r"\pL")
         sw = np.maximum(count(own_src, _WORD), 1)
         # Letters of another script (Cyrillic, Han, …) in a side's own words (a native name both sides copy, "Greek
-        # (Ελληνικά)", is not): neither English nor Vietnamese, whatever langid says. One letter ("Gamma" → "γ") is a symbol.
-        own_tgt = pa.array([own_words(a, b) for a, b in zip(src.to_pylist(), tgt.to_pylist())], pa.string())
-        t_other = count(own_tgt, r"\pL") - count(own_tgt, r"\p{Latin}")
-        t_other = np.where(t_other >= 2, t_other / np.maximum(count(own_tgt, r"\pL"), 1), 0.0)
-        s_uncopied = count(uncopied_src, r"\pL")
-        s_other = s_uncopied - count(uncopied_src, r"\p{Latin}")
-        s_other = np.where(s_other >= 2, s_other / np.maximum(s_uncopied, 1), 0.0)
+        # (Ελληνικά)", is not): neither English nor Vietnamese, whatever langid says. Greek letters and signs such as
+        # µ and Ω are symbols ("Gamma" → "γ", "Microohm" → "µΩ"); one other letter is too.
+        t_script = match(tgt, _OTHER_SCRIPT_LETTER)
+        t_other = _other_script_share(_own_where(src, tgt, t_script), t_script)
+        s_other = _other_script_share(uncopied_src, s_script)
         # A sentence translated as "########" or "...........": no letter, no digit, a few characters (one symbol,
         # "double dagger" → "‡", is a translation).
         raw_tgt = col(batch, "tgt")
@@ -558,10 +601,8 @@ class LanguageID(Rule):
         judged = (scores["tgt_letters"] >= self.min_letters) & (scores["copy"] == 0)
         uniq, foreign = scores["tgt_vi_unique"], scores["tgt_foreign"]
         p = np.nan_to_num(scores["tgt_p_vi"], nan=0.0)
-        # Short Vietnamese can lack diacritics ("Quay phim", "Trang Web"): langid alone decides there; and where it
-        # is sure ("Sau khi ghi xong:", no diacritic by chance), it decides too.
-        enough_vi = ((scores["tgt_vi_share"] >= self.min_vi_share) | (scores["tgt_words"] <= self.short_words)
-                     | ((p >= SURE_PROB) & (scores["tgt_words"] <= 2 * self.short_words)))
+        # Short Vietnamese can lack diacritics ("Quay phim", "Trang Web"): langid alone decides there.
+        enough_vi = (scores["tgt_vi_share"] >= self.min_vi_share) | (scores["tgt_words"] <= self.short_words)
         tgt_ok = ~judged | (uniq >= self.vi_unique_share) | (~((foreign > 0) & (uniq == 0)) & (p >= self.min_prob) & enough_vi)
         # A sentence translated as "########": the source has words, the target not one letter.
         no_letters = (scores["tgt_bare"] > 0) & (scores["src_letters"] >= self.min_letters) & (scores["copy"] == 0)
@@ -647,12 +688,17 @@ def _word_numbers(text: str, table: dict[str, str]) -> set[str]:
     return {table[w] for w in re.findall(r"[^\W\d_]+", text.lower()) if w in table}
 
 
-# 1,000 / 1.000 / 1 000 / 1'000: one number (the whitespace step has made a no-break space a plain one)
-_GROUPING = re.compile(r"(?<=\d)[.,\u00a0\u202f' ](?=\d{3}(?!\d))")
+# 1,000 / 1.000 / 1 000 / 1'000: one number
+_GROUPING = re.compile(r"(?<=\d)[.,\u00a0\u202f'](?=\d{3}(?!\d))")
+# "10 000": a space between digit groups is a thousands separator (the whitespace step made a no-break space a
+# plain one), or two numbers ("2 500 GB disks" → "2 đĩa 500 GB"): both readings are tried
+_SPACE_GROUPING = re.compile(r"(?<=\d) (?=\d{3}(?!\d))")
 
 
-def _numbers(text: str) -> Counter:
+def _numbers(text: str, space_groups: bool = False) -> Counter:
     text = _GROUPING.sub("", _URL.sub(" ", placeholders.strip(text)))
+    if space_groups:
+        text = _SPACE_GROUPING.sub("", text)
     return Counter(d.lstrip("0") or "0" for d in re.findall(r"\d+", text))
 
 
@@ -675,13 +721,18 @@ class Numbers(Rule):
         bad = np.zeros(len(batch), dtype=float)
         idx = np.flatnonzero(cand)
         for i, s, t in zip(idx, at(src, idx), at(tgt, idx)):
-            a, b = _numbers(s), _numbers(t)
-            missing, extra = a - b, b - a
-            if missing or extra:
-                spelled_t, spelled_s = _word_numbers(t, VI_NUMBER_WORDS), _word_numbers(s, EN_NUMBER_WORDS)
-                bad[i] = sum(c for k, c in missing.items() if k not in spelled_t)
-                bad[i] += sum(c for k, c in extra.items() if k not in spelled_s)
+            bad[i] = min(self._mismatched(s, t, gs, gt) for gs, gt in ((False, False), (True, False), (False, True)))
         return {"mismatched": bad}
+
+    @staticmethod
+    def _mismatched(s: str, t: str, group_src: bool, group_tgt: bool) -> int:
+        a, b = _numbers(s, group_src), _numbers(t, group_tgt)
+        missing, extra = a - b, b - a
+        if not (missing or extra):
+            return 0
+        spelled_t, spelled_s = _word_numbers(t, VI_NUMBER_WORDS), _word_numbers(s, EN_NUMBER_WORDS)
+        return (sum(c for k, c in missing.items() if k not in spelled_t)
+                + sum(c for k, c in extra.items() if k not in spelled_s))
 
     def accept(self, scores):
         return scores["mismatched"] == 0

@@ -79,7 +79,18 @@ def _table(src: list[str], tgt: list[str], origin: str, ids: list[str]) -> pa.Ta
     return pa.table({"src": src, "tgt": tgt, "origin": [origin] * len(src), "id": ids}, schema=SCHEMA)
 
 
-TSV_HEADERS = {("src", "tgt"), ("source", "target"), ("en", "vi"), ("english", "vietnamese")}  # a first line that names columns
+TSV_HEADERS = {("src", "tgt"), ("source", "target")}  # a first line that names columns (and the languages')
+_LANGUAGE_NAMES = {"en": "english", "vi": "vietnamese"}
+
+
+def _headers(src_lang: str, tgt_lang: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(first lines that name the columns, first lines that name them the other way round) for a corpus read
+    src_lang<TAB>tgt_lang."""
+    names = [(src_lang, tgt_lang)]
+    if src_lang in _LANGUAGE_NAMES and tgt_lang in _LANGUAGE_NAMES:
+        names.append((_LANGUAGE_NAMES[src_lang], _LANGUAGE_NAMES[tgt_lang]))
+    headers = TSV_HEADERS | set(names)
+    return headers, {(b, a) for a, b in headers}
 
 
 def _csv_quoted(field: str) -> bool:
@@ -96,7 +107,7 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     from mtcore.data.ledger import rejects_table
 
     path = Path(path)
-    headers = TSV_HEADERS | {(src_lang, tgt_lang)}
+    headers, swapped = _headers(src_lang, tgt_lang)
     src, tgt, ids, bad, quoted = [], [], [], [], []
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
@@ -105,7 +116,7 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
             if named in headers:
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
                 continue
-            if named in {(tgt_lang, src_lang), ("tgt", "src"), ("target", "source")}:
+            if named in swapped:
                 raise CorpusError(f"{path}:1: the header names the columns {', '.join(cols)}: target first, where "
                                   f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
                                   f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
@@ -248,6 +259,7 @@ def read_parquet_files(path: Path) -> pa.Table:
             for name in schema.names:
                 if is_text_type(table.schema.field(name).type):
                     table = as_strings(table, name)
+                    _check_utf8(table[name], Path(part), name)  # named by its part and row there
             parts.append(table)
         return pa.concat_tables(parts, promote_options="permissive")
     except (pa.ArrowInvalid, OSError) as err:

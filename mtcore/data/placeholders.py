@@ -106,10 +106,13 @@ def strip(text: str) -> str:
 def mismatch(src: str, tgt: str) -> tuple[list[str], list[str]]:
     """(missing from target, extra in target); both empty when the multisets agree. An entity HTML knows (`&#215;`,
     `&quot;`, `&amp;`) is a character of the text, encoded: the translation may write it out, use another or none
-    ("Tom &amp; Jerry" → "Tom và Jerry"), so it is not compared; an unknown `&name;` is."""
+    ("Tom &amp; Jerry" → "Tom và Jerry"), so it is not compared, unless the other side writes `&`, `<` or `>` bare
+    where the text was escaped (`&amp;` → `&`: the markup no longer parses). An unknown `&name;` is compared."""
     a, b = Counter(extract(src)), Counter(extract(tgt))
     missing, extra = a - b, b - a
-    for unmatched in (missing, extra):
+    for unmatched, other in ((missing, tgt), (extra, src)):
+        text = PLACEHOLDER_RE.sub(" ", other)  # its tags and entities gone: what is left is written bare
         for token in [t for t in unmatched if t.startswith("&") and html.unescape(t) != t]:
-            del unmatched[token]
+            if not (html.unescape(token) in "&<>" and html.unescape(token) in text):
+                del unmatched[token]
     return sorted((+missing).elements()), sorted((+extra).elements())

@@ -280,10 +280,13 @@ class TuneJob:
     def to_dict(self) -> dict[str, Any]:
         return {**self.base.to_dict(), "search": self.search.to_dict()}
 
+    # How many trials run at once changes no trial's result (workers per trial do: they make a step's batch).
+    RESOURCE_KEYS = ("concurrent_trials",)
+
     def settings_digest(self, data_version: str = "") -> str:
         """Everything a search's results depend on, its time budget included: a resumed search must have them all
         (Tune restores its own pickled copy and would ignore new ones)."""
-        keep = {k: v for k, v in self.search.to_dict().items() if k not in ("name", "register_as")}
+        keep = {k: v for k, v in self.search.to_dict().items() if k not in ("name", "register_as") + self.RESOURCE_KEYS}
         body = json.dumps({"base": self.base.fingerprint(data_version), "search": keep}, sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
