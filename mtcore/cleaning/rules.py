@@ -463,9 +463,16 @@ class LanguageID(Rule):
     `min_vi_share` of the words must carry a Vietnamese letter (Vietnamese
     without diacritics is not accepted, except in targets of at most
     `short_words` words: "Quay phim"). Targets with fewer than `min_letters`
-    letters are not judged; placeholders are removed before counting.
-    Source: rejected when `vi_unique_share` of its words hold Vietnamese-only
-    letters, or langid says `vi` (only run when a Vietnamese letter is present).
+    letters are not judged; placeholders, URLs and e-mail addresses are removed
+    before counting, and a transliterated name ("Xu-ri-na-me") counts as a word
+    with a Vietnamese-only letter.
+    Source: judged on the words its target does not copy ("Welcome to Đà Nẵng"),
+    unless the target copies most of it; rejected when `vi_unique_share` of those
+    words hold Vietnamese-only letters, or langid says `vi` (only asked when at
+    least half of them carry a Vietnamese letter).
+    Either side: rejected when its own words are mostly letters of another script
+    (Cyrillic, Han…; Greek letters and signs such as µ are symbols), and a target
+    with no letter or digit at all ("########") for a source with words.
 
     Any other pair (`languages: [de, en]`, or `pipelines/clean.py --langs de-en`): py3langid
     restricted to the two languages must give each side's own language a probability of at
