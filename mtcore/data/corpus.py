@@ -279,10 +279,6 @@ def as_strings(table: pa.Table, name: str) -> pa.Table:
     return table if table.schema.field(i).type == pa.string() else table.set_column(i, name, pc.cast(table[name], pa.string()))
 
 
-def _columns(schema: pa.Schema) -> str:
-    return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
-
-
 def has_contract_columns(path: str | Path) -> bool:
     """True when `origin` and `id` are stored, so that readers need not derive them."""
     return {"origin", "id"} <= set(parquet_schema(path).names)
