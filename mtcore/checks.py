@@ -69,10 +69,14 @@ def replaceable_dir(path: Path, what: str, is_one, name: str = "--output") -> No
     """An output folder that will be replaced whole: absent, empty, or `what` (`is_one(path)`) already, never
     a folder of other files, which the replacement would delete."""
     if path.is_dir() and any(path.iterdir()) and not is_one(path):
-        names = sorted(p.name for p in path.iterdir())
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise UsageError(f"{name}: {path} holds files that are not {what} ({shown}), and the output replaces the "
-                         f"folder whole; choose another output, or empty that folder yourself")
+        raise UsageError(f"{name}: {path} holds files that are not {what} ({some_names(path)}), and the output "
+                         f"replaces the folder whole; choose another output, or empty that folder yourself")
+
+
+def some_names(folder: Path, most: int = 3) -> str:
+    """What a folder holds, for a message: "a, b, c and 4 more"."""
+    names = sorted(p.name for p in folder.iterdir())
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def output_apart(output: str | Path, inputs: dict[str, str | Path], name: str = "--output") -> None:

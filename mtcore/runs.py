@@ -176,9 +176,8 @@ class Stage:
         if occupied and old is None and _older_stage(self.path):  # mtcore's before stages had manifests
             old = {}
         if occupied and old is None:  # --overwrite replaces a stage's output, never a folder of the user's
-            names = sorted(p.name for p in self.path.iterdir())
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            raise StageError(f"{self.path}: holds files that no mtcore stage made ({shown}); mtcore replaces only "
+            raise StageError(f"{self.path}: holds files that no mtcore stage made ({checks.some_names(self.path)}); "
+                             f"mtcore replaces only "
                              f"its own outputs, even with --overwrite: choose another output, or empty that folder "
                              f"yourself", changed="it holds files that no mtcore stage made")
         if occupied and not overwrite:

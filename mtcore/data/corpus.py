@@ -248,20 +248,18 @@ def read_parquet_files(path: Path) -> pa.Table:
     """The rows of a Parquet file or directory (`parquet_files_schema`'s checks first), any columns. The parts of a
     folder are read one by one and put in the first part's column order and string layout."""
     schema = parquet_files_schema(path)
-    try:
-        if not path.is_dir():
-            return pq.read_table(path)
-        import pyarrow.dataset as pads
+    import pyarrow.dataset as pads
 
+    try:
         parts = []
-        for part in pads.dataset(str(path), format="parquet").files:
+        for part in pads.dataset(str(path), format="parquet").files if path.is_dir() else [str(path)]:
             table = pq.read_table(part).select(schema.names)
             for name in schema.names:
                 if is_text_type(table.schema.field(name).type):
                     table = as_strings(table, name)
                     _check_utf8(table[name], Path(part), name)  # named by its part and row there
             parts.append(table)
-        return pa.concat_tables(parts, promote_options="permissive")
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="permissive")
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
 
@@ -291,8 +289,7 @@ def read_parquet(path: str | Path) -> pa.Table:
     parquet_schema(path)
     table = read_parquet_files(path)
     for name in ("src", "tgt"):
-        table = as_strings(table, name)
-        _check_utf8(table[name], path, name)
+        table = as_strings(table, name)  # (UTF-8 is checked by read_parquet_files, part by part)
         if nulls := table[name].null_count:
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
             log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
