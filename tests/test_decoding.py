@@ -98,10 +98,34 @@ def test_beam_hypotheses_are_sorted_and_scored_with_the_length_penalty():
     best = nbest[0][1]
     tgt = torch.tensor([[2] + best])
     lp = model(src[:1], tgt).log_softmax(-1)[0]
-    ends_with_eos = len(best) < max_lengths(model, src[:1], 1.0, 6).item()
-    targets = best + ([EOS_ID] if ends_with_eos else [])
+    targets = best + [EOS_ID]  # every hypothesis ends with EOS, at the length limit too
     logp = sum(lp[i, t].item() for i, t in enumerate(targets))
     assert scores[0] == pytest.approx(logp / length_penalty(len(targets), 1.0), abs=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hypotheses_at_the_length_limit_pay_for_their_eos(seed):
+    """Every n-best score is its hypothesis' teacher-forced log-probability *with* EOS over the GNMT penalty,
+    including those that ran to the limit (forced EOS, as in fairseq). Before, those were finished as they
+    stood, one term short, and a degenerate run to the limit outranked hypotheses that had ended."""
+    model, src = model_and_sources(seed, batch=4)
+    with torch.no_grad():
+        model.embed.weight.mul_(0.25)  # flatter: many hypotheses reach the limit
+    kw = dict(max_len_a=0.0, max_len_b=4)
+    nbest = beam_search(model, src, beam=4, n_best=4, len_penalty=1.0, **kw)
+    at_limit = 0
+    for i, hyps in enumerate(nbest):
+        assert [s for s, _ in hyps] == sorted((s for s, _ in hyps), reverse=True)
+        for score, hyp in hyps:
+            assert len(hyp) <= 3  # the 4th position is the EOS
+            at_limit += len(hyp) == 3
+            tgt = torch.tensor([[BOS_ID] + hyp])
+            lp = model(src[i : i + 1], tgt).log_softmax(-1)[0]
+            logp = sum(lp[j, t].item() for j, t in enumerate(hyp + [EOS_ID]))
+            assert score == pytest.approx(logp / length_penalty(len(hyp) + 1, 1.0), abs=1e-4)
+    assert at_limit  # the case this test is about happened
+    greedy = greedy_decode(model, src, **kw)
+    assert all(len(h) <= 3 for h in greedy) and greedy == beam_search(model, src, beam=1, **kw)
 
 
 def test_length_penalty_formula():

@@ -47,3 +47,31 @@ def test_score_translations_uses_the_platform_names():
     scores = score_translations(HYPS, REFS, prefix="dev")
     assert set(scores) == {"dev/bleu", "dev/chrf", "dev/bleu_signature", "dev/chrf_signature"}
     assert scores["dev/bleu"] == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+
+
+@pytest.mark.parametrize("lang, tokenize", [("vi", "13a"), ("en", "13a"), (None, "13a"), ("zh", "zh"), ("zh-TW", "zh"),
+                                            ("th", "char")])
+def test_bleu_tokenizes_as_sacrebleus_command_line_does_for_the_target_language(lang, tokenize):
+    from mtcore.nmt.metrics import bleu_tokenize
+
+    assert bleu_tokenize(lang) == tokenize
+
+
+def test_chinese_bleu_is_not_scored_on_whole_sentences():
+    """With 13a a Chinese sentence is one token: BLEU 0 for a near-perfect translation (found on an en→zh run)."""
+    hyps, refs = ["我喜欢这本新书。", "打开文件夹"], ["我很喜欢这本新书。", "打开这个文件夹"]
+    scores = score_translations(hyps, refs, tgt_lang="zh")
+    assert scores["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="zh").score)
+    assert scores["test/bleu"] > 40
+    assert "tok:zh" in scores["test/bleu_signature"] and corpus_bleu(hyps, refs).score < 1
+
+
+def test_japanese_without_mecab_is_scored_on_characters_and_says_so():
+    from mtcore.nmt.metrics import bleu_tokenize
+
+    tok = bleu_tokenize("ja")
+    try:
+        import MeCab  # noqa: F401 - sacrebleu[ja]
+        assert tok == "ja-mecab"
+    except ImportError:
+        assert tok == "char" and "tok:char" in score_translations(["猫です"], ["猫です"], tgt_lang="ja")["test/bleu_signature"]

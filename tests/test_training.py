@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -94,17 +95,43 @@ def test_tiny_model_overfits_64_pairs(tokenizer):
     assert validations[0][2]["bleu_signature"].startswith("nrefs:1|")
 
 
-def test_resume_continues_exactly(tokenizer, tmp_path):
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_resume_continues_exactly(tokenizer, tmp_path, dropout):
+    """With dropout too (the default 0.1): its stream was seeded once, so a resumed run drew other masks."""
     from mtcore.nmt.checkpoint import load_train_state, save_checkpoint
 
-    cfg = quick(max_steps=12)
-    straight = fit(cfg, TINY, PAIRS, PAIRS, tokenizer)
-    first = fit(quick(max_steps=7), TINY, PAIRS, PAIRS, tokenizer)
+    cfg, model = quick(max_steps=12), ModelConfig.preset("tiny", dropout=dropout)
+    straight = fit(cfg, model, PAIRS, PAIRS, tokenizer)
+    first = fit(quick(max_steps=7), model, PAIRS, PAIRS, tokenizer)
     save_checkpoint(tmp_path / "ckpt", first.model, tokenizer, train_state=first.state.to_dict(include_model=False))
-    resumed = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, state=load_train_state(tmp_path / "ckpt"))
+    resumed = fit(cfg, model, PAIRS, PAIRS, tokenizer, state=load_train_state(tmp_path / "ckpt"))
     assert resumed.steps == straight.steps == 12
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         torch.testing.assert_close(a, b, msg=name)
+
+
+def test_an_update_is_the_mean_over_all_its_target_tokens(tokenizer):
+    """Accumulated batches of different sizes give the gradient of the per-token mean over their union
+    (before, each batch's own mean was averaged: a token of a small batch weighed more)."""
+    from mtcore.nmt.batching import collate
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.training import accumulate_gradients, encode_pairs
+
+    encoded, _ = encode_pairs(tokenizer, PAIRS, 64)
+    small, large = collate(encoded[:1], torch.device("cpu")), collate(encoded[1:9], torch.device("cpu"))
+    torch.manual_seed(0)
+    model = build_model(TINY, vocab_size=tokenizer.vocab_size)
+    sums = accumulate_gradients(model, [small, large], 0.1, contextlib.nullcontext(), torch.device("cpu"))
+    ours = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    total, n = 0.0, 0
+    for src, tgt_in, tgt_out in (small, large):
+        loss, _, k = label_smoothed_loss(model(src, tgt_in), tgt_out, 0.1)
+        total, n = total + loss, n + k
+    (total / n).backward()
+    assert sums["tgt"] == n and sums["loss"] == pytest.approx(total.item(), rel=1e-5)
+    for a, p in zip(ours, model.parameters()):
+        torch.testing.assert_close(a, p.grad, rtol=1e-4, atol=1e-7)
 
 
 def test_stop_rules(tokenizer):

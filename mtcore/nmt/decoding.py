@@ -93,6 +93,16 @@ def _never_generated(scores: torch.Tensor) -> torch.Tensor:
     return scores
 
 
+def _only_eos(scores: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """-inf in every column but EOS of the `rows` (bool, per row) of (rows, V) `scores`, in place: at its
+    length limit a hypothesis ends with EOS and pays its log-probability, as in fairseq; one finished as it
+    stood would skip that term and beat hypotheses that ended properly."""
+    eos = scores[:, EOS_ID].clone()
+    scores[rows] = float("-inf")
+    scores[:, EOS_ID] = eos
+    return scores
+
+
 def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
     return _never_generated(logits.float().log_softmax(dim=-1))
 
@@ -102,7 +112,8 @@ def _chunk_size(vocab: int) -> int:
     return next((c for c in range(min(64, vocab // 2), 1, -1) if vocab % c == 0), 1)
 
 
-def top_candidates(logits: torch.Tensor, scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+def top_candidates(logits: torch.Tensor, scores: torch.Tensor, count: int,
+                   eos_only: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The `count` best extensions of each sentence's beams: (values, flat indices beam * V + token), each
     (n, count), values = score + log p(token). logits (n * k, V), scores (n, k); count ≤ 2 * k ≤ V.
     Writes -inf into the PAD and BOS columns of `logits` (in place when it is float32 and contiguous).
@@ -114,12 +125,16 @@ def top_candidates(logits: torch.Tensor, scores: torch.Tensor, count: int) -> tu
     into chunks whose maxima are taken first (one more read of the logits, as the logsumexp is). Every one
     of the `count` best candidates lies in one of the `count` chunks with the highest maxima (a chunk
     holding none of them has a maximum below all of them), so the exact top-k is taken over those chunks
-    only. PAD and BOS are never generated; the normalisation includes them, as in `_log_softmax`."""
+    only. PAD and BOS are never generated; the normalisation includes them, as in `_log_softmax`.
+    `eos_only` (n,): sentences at their length limit, whose beams may only end, with EOS at its own
+    log-probability (fairseq masks every other token after the softmax, not before)."""
     n, k = scores.shape
     vocab = logits.size(-1)
     logits = logits.float().contiguous()  # the naive stepper gives a strided slice
     offset = scores - logits.logsumexp(dim=-1).view(n, k)  # (n, k)
     _never_generated(logits)
+    if eos_only is not None and bool(eos_only.any()):
+        _only_eos(logits, eos_only.repeat_interleave(k))
     c = _chunk_size(vocab)
     m = vocab // c  # chunks per beam
     chunk_best = logits.view(n, k, m, c).amax(dim=-1) + offset[:, :, None]  # (n, k, m)
@@ -152,7 +167,7 @@ def _left_to_right(model, src, pick: Callable[[torch.Tensor], torch.Tensor], max
     tokens = torch.full((B, 1), BOS_ID, dtype=torch.long, device=src.device)
     out: list[list[int]] = [[] for _ in range(B)]
     for t in range(int(limits.max())):
-        nxt = pick(stepper.logprobs(tokens))  # (n,)
+        nxt = pick(_only_eos(stepper.logprobs(tokens), t + 1 >= limits[alive]))  # (n,): the limit's token is EOS
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (n, t + 2)
         done = (nxt == EOS_ID) | (t + 1 >= limits[alive])
         if done.any():
@@ -235,8 +250,8 @@ def beam_search(
 ) -> list[list[int]] | list[list[tuple[float, list[int]]]]:
     """Batched beam search. A sentence finishes early once it has `beam` finished hypotheses
     (an EOS among the top `beam` candidates finishes one, as in fairseq); at its length limit
-    the live beams are finished as they are. Returns the best hypothesis per sentence, or with
-    `n_best > 1` the `n_best` best (normalised score, tokens) per sentence.
+    every live beam ends with EOS, scored (fairseq's forced EOS). Returns the best hypothesis
+    per sentence, or with `n_best > 1` the `n_best` best (normalised score, tokens) per sentence.
     """
     B, k, dev = src.size(0), beam, src.device
     V = model.cfg.vocab_size
@@ -255,7 +270,8 @@ def beam_search(
     beam_range = torch.arange(k, device=dev)
     for t in range(int(limits.max())):
         n, length = alive.numel(), t + 1  # length of the hypotheses after this step (EOS counted)
-        top_scores, top_idx = top_candidates(stepper.logits(tokens), scores, 2 * k)  # (n, 2k)
+        at_limit = length >= limits[alive]  # (n,): these sentences' beams can only end now
+        top_scores, top_idx = top_candidates(stepper.logits(tokens), scores, 2 * k, at_limit)  # (n, 2k)
         origin, tok = top_idx // V, top_idx % V  # (n, 2k) beam each candidate extends, its token
         is_eos = tok == EOS_ID
         lp_now = length_penalty(length, len_penalty)
@@ -268,12 +284,7 @@ def beam_search(
         scores, origin, tok = top_scores.gather(1, live), origin.gather(1, live), tok.gather(1, live)
         reorder = (torch.arange(n, device=dev)[:, None] * k + origin).view(-1)  # (n * k,)
         tokens = torch.cat([tokens.index_select(0, reorder), tok.view(-1, 1)], dim=1)  # (n * k, t + 2)
-        at_limit = length >= limits[alive]  # (n,)
-        for r in at_limit.nonzero().flatten().tolist():
-            for j in range(k):
-                if scores[r, j].isfinite():
-                    finished[alive[r]].append((scores[r, j].item() / lp_now, tokens[r * k + j, 1:].tolist()))
-        done = at_limit | (n_finished[alive] >= k)  # (sentences at their limit need no count: they are done)
+        done = at_limit | (n_finished[alive] >= k)  # (sentences at their limit ended every beam: they are done)
         if done.all():
             break
         source_rows = None  # beams moved within their sentences: the source side stays

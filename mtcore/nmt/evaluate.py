@@ -24,7 +24,7 @@ from mtcore import checks
 from mtcore.nmt.checkpoint import CheckpointError, load_checkpoint
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
-from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.nmt.translate import check_beam_fits, check_decoding_args, decoding_args, decode_config, sampling_generator
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     hyps = translate(ckpt.model, ckpt.tokenizer, src, decode_config(args), bt_tag=args.bt_tag,
                      generator=sampling_generator(args))
     elapsed = time.perf_counter() - t0
-    bleu, chrf = corpus_bleu(hyps, tgt), corpus_chrf(hyps, tgt)
+    bleu, chrf = corpus_bleu(hyps, tgt, tokenize=bleu_tokenize(ckpt.model_cfg.tgt_lang)), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")
     print(f"test       {args.test} ({len(src)} pairs), beam {args.beam}, {len(src) / elapsed:.1f} sentences/s")
     print(f"BLEU       {bleu.score:.2f}  {bleu.signature}")

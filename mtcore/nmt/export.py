@@ -26,8 +26,8 @@ the target formats assume, and how each deviation is mapped:
   (CTranslate2: `add_source_eos`; Marian's tokenizer appends `</s>` itself);
 - mtcore never generates PAD or BOS (their log-probability is -inf): `suppress_sequences` /
   the generation config's `suppress_tokens` do the same;
-- text is NFC-normalised and newlines become the `<nl>` piece before SentencePiece
-  (`mtcore.nmt.tokenizer.normalize`); the exported tokenizers do not do that, so feed them
+- text is NFC-normalised and every run of whitespace (newlines, tabs, Unicode spaces) is one
+  space before SentencePiece (`mtcore.nmt.tokenizer.normalize`); the exported tokenizers do not do that, so feed them
   normalised text, or use `mtcore.nmt.exported`, which does. MarianTokenizer also applies
   Moses punctuation rules when `sacremoses` is installed: leave it out;
 - beam search: mtcore's length penalty is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's and
@@ -91,7 +91,7 @@ def _prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
 def _write_info(ckpt: Checkpoint, out: Path, fmt: str, **extra) -> None:
     info = {"format": fmt, "checkpoint": str(ckpt.path), "step": ckpt.meta.get("step"),
             "direction": ckpt.model_cfg.direction, "model": ckpt.model_cfg.to_dict(), "tokenizer": ckpt.meta["tokenizer"],
-            "input": "NFC text, newlines as ' <nl> ' (mtcore.nmt.tokenizer.normalize), SentencePiece pieces + '</s>'",
+            "input": "NFC text, whitespace runs as one space (mtcore.nmt.tokenizer.normalize), SentencePiece pieces + '</s>'",
             **extra}
     (out / INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 

@@ -24,11 +24,13 @@ from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 def _batches(sources: list[list[int]], batch_size: int, a: float, b: int, max_positions: int):
-    """(indices, sources, output limit) per length-sorted batch whose sentences share one limit: mtcore limits each
+    """(indices, sources, limit) per length-sorted batch whose sentences share one limit: mtcore limits each
     sentence by its own length (`decoding.max_lengths`), and the runtimes take one limit per batch. A batch with a
-    long source let a short one's greedy output run on where mtcore's stops."""
+    long source let a short one's greedy output run on where mtcore's stops. The limit given is the tokens a
+    runtime may generate before it stops: mtcore's limit counts the EOS it forces at the last position, the
+    runtimes stop there without one, so theirs is one fewer (0: mtcore's output is empty)."""
     def limit_of(i: int) -> int:
-        return max(min(math.floor(a * len(sources[i])) + b, max_positions - 1), 1)
+        return max(min(math.floor(a * len(sources[i])) + b, max_positions - 1), 1) - 1
 
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     for limit, group in itertools.groupby(order, key=limit_of):
@@ -57,6 +59,8 @@ def translate_ctranslate2(
     out: list[list[int]] = [[] for _ in sources]
     banned = [[sp.id_to_piece(PAD_ID)], [sp.id_to_piece(BOS_ID)]]  # mtcore never generates them
     for idx, batch, limit in _batches(sources, batch_size, max_len_a, max_len_b, max_positions):
+        if limit == 0:
+            continue
         pieces = [[sp.id_to_piece(i) for i in ids[:-1]] for ids in batch]
         results = translator.translate_batch(
             pieces, beam_size=beam, length_penalty=len_penalty, max_decoding_length=limit,
@@ -85,6 +89,8 @@ def translate_hf(
     sources = encode_sources(tokenizer, texts, max_len=max_positions - 1)
     out: list[list[int]] = [[] for _ in sources]
     for idx, batch, limit in _batches(sources, batch_size, max_len_a, max_len_b, max_positions):
+        if limit == 0:
+            continue
         src = pad(batch)
         beam_kw = dict(length_penalty=len_penalty) if beam > 1 else {}  # greedy: HF warns about an unused penalty
         gen = model.generate(input_ids=src, attention_mask=src != PAD_ID, num_beams=beam, do_sample=False,

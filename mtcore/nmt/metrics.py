@@ -1,18 +1,46 @@
 """Corpus BLEU and chrF over sacreBLEU (Post 2018): never re-implemented, the signature kept beside the score.
 
 Inputs are detokenised text (what `Tokenizer.decode` returns); sacreBLEU applies its
-own tokenisation (`13a` by default, which is right for Vietnamese: syllables are
-space-separated already).
+own tokenisation, chosen by the target language as sacreBLEU's command line chooses it
+(`bleu_tokenize`): `13a` for Vietnamese and other space-separated languages (Vietnamese
+syllables are space-separated already), `zh` for Chinese, MeCab for Japanese and Korean
+when installed. chrF needs none.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
 BLEU_TOKENIZE = "13a"  # sacreBLEU's default (WMT's mteval-v13a)
+# sacreBLEU's `-tok` default per target language (`-tl`); the MeCab ones need sacrebleu[ja] / [ko]
+_BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
+# without MeCab: Japanese has no spaces, so characters (tok:char, in the signature); Korean spaces its words
+_WITHOUT_MECAB = {"ja-mecab": "char", "ko-mecab": "13a"}
+_UNSPACED = {"th", "lo", "km", "my", "bo", "dz"}  # scripts written without spaces between words: characters
+
+
+def bleu_tokenize(lang: str | None) -> str:
+    """sacreBLEU's tokenizer for references in `lang` (an ISO 639 code such as "vi", "zh", "zh-TW", "ja_JP").
+
+    With 13a, a Chinese or Japanese sentence is one or two "words": BLEU near 0 whatever the model, and the
+    dev BLEU that picks checkpoints and stops training says nothing.
+    """
+    base = (lang or "").replace("_", "-").split("-")[0].lower()
+    choice = _BY_LANGUAGE.get(base, "char" if base in _UNSPACED else BLEU_TOKENIZE)
+    return choice if _usable(choice) else _WITHOUT_MECAB.get(choice, BLEU_TOKENIZE)
+
+
+@functools.lru_cache(maxsize=None)
+def _usable(tokenize: str) -> bool:
+    try:
+        BLEU(tokenize=tokenize)
+    except RuntimeError:  # sacreBLEU's "requires extra dependencies"
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -49,9 +77,10 @@ def corpus_chrf(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str
     return Score("chrf", float(result.score), str(metric.get_signature()))
 
 
-def score_translations(hyps: Sequence[str], refs: Sequence[str], prefix: str = "test") -> dict[str, float | str]:
+def score_translations(hyps: Sequence[str], refs: Sequence[str], prefix: str = "test",
+                       tgt_lang: str | None = None) -> dict[str, float | str]:
     """The platform's metric names: `{prefix}/bleu`, `{prefix}/chrf`, and their signatures."""
-    bleu, chrf = corpus_bleu(hyps, refs), corpus_chrf(hyps, refs)
+    bleu, chrf = corpus_bleu(hyps, refs, tokenize=bleu_tokenize(tgt_lang)), corpus_chrf(hyps, refs)
     return {
         f"{prefix}/bleu": bleu.score,
         f"{prefix}/chrf": chrf.score,

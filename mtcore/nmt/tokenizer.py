@@ -9,6 +9,7 @@ means no character ever decodes as `⁇`.
 from __future__ import annotations
 
 import io
+import re
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,9 +20,12 @@ from mtcore.errors import MtcoreError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 BT_TAG = "<bt>"  # marks synthetic (back-translated) sources: tagged BT, Caswell et al. 2019
-NEWLINE = "<nl>"  # software messages contain newlines; SentencePiece would fold them into spaces
+NEWLINE = "<nl>"  # reserved (its id stays): models trained before whitespace was folded used it for newlines
 PLACEHOLDERS = tuple(f"<ph{i}>" for i in range(10))  # for masking format specifiers before translation
 RESERVED_SYMBOLS = (BT_TAG, NEWLINE, *PLACEHOLDERS)
+
+
+_WHITESPACE = re.compile(r"\s+")  # Unicode whitespace: \t \n \xa0, every Zs, U+2028/2029, U+0085
 
 
 class TokenizerError(MtcoreError, ValueError):
@@ -29,15 +33,18 @@ class TokenizerError(MtcoreError, ValueError):
 
 
 def normalize(text: str) -> str:
-    """NFC, and newlines as a reserved symbol so they survive tokenisation.
+    """NFC, and every run of whitespace (newlines, tabs, Unicode spaces) as one space.
 
-    Runs of spaces collapse to one (SentencePiece's own whitespace rule): spacing is
-    not meaning, and the cleaning stage reports it as a normalisation.
+    The same rule as the cleaning stage's `whitespace` normalisation, applied wherever text meets
+    the tokenizer (training, dev and test sets, translation input), so that a model never sees at
+    inference a token its training text could not contain: a dev set read raw kept newlines and
+    tabs that the cleaned training set had folded into spaces.
     """
-    return unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\n", f" {NEWLINE} ")
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
 
 
 def denormalize(text: str) -> str:
+    """Model output as text; a model trained before newlines were folded may still write `<nl>`."""
     return text.replace(f" {NEWLINE} ", "\n").replace(f"{NEWLINE} ", "\n").replace(f" {NEWLINE}", "\n").replace(NEWLINE, "\n")
 
 

@@ -45,7 +45,7 @@ from mtcore.nmt.averaging import WeightSnapshots
 from mtcore.nmt.batching import TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
-from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
 from mtcore.nmt.model import Seq2Seq, build_model
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
@@ -171,6 +171,37 @@ def _any_rank(flag: bool, device: torch.device) -> bool:
     return _all_sum([float(flag)], device)[0] > 0
 
 
+def update_seed(seed: int, rank: int, step: int) -> int:
+    """A distinct 63-bit seed per (seed, rank, update)."""
+    return ((seed * 1_000_003 + rank) * 1_000_000_007 + step) % (2**63 - 1)
+
+
+def accumulate_gradients(net: torch.nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+                         label_smoothing: float, autocast, device: torch.device) -> dict[str, float]:
+    """Backward one update's batches (collated src, tgt_in, tgt_out); their loss, NLL and token sums.
+
+    The update's loss is the mean over every target token of its batches on every rank (fairseq; Marian's
+    ce-mean-words): each rank scales its sum by world / all ranks' target tokens, and DDP's mean over
+    ranks divides the world out. A mean per batch weighed a token of a small batch (long sentences, a
+    rank's half of a split batch) up to 3.5x one of a full batch.
+    """
+    world = dist_info()[1]
+    group_tgt = _all_sum([float(sum(int((b[2] != PAD_ID).sum()) for b in batches))], device)[0]
+    scale = world / max(group_tgt, 1.0)
+    sums = {"loss": 0.0, "nll": 0.0, "tgt": 0, "tokens": 0}
+    for j, (src, tgt_in, tgt_out) in enumerate(batches):
+        sync = j == len(batches) - 1 or world == 1  # DDP all-reduces once, on the last batch's backward
+        with (contextlib.nullcontext() if sync else net.no_sync()), autocast:
+            logits = net(src, tgt_in)  # (B, T, V)
+        loss, nll, n_tgt = label_smoothed_loss(logits, tgt_out, label_smoothing)
+        (loss * scale).backward()
+        sums["loss"] += loss.item()
+        sums["nll"] += nll.item()
+        sums["tgt"] += n_tgt
+        sums["tokens"] += int((src != PAD_ID).sum()) + n_tgt
+    return sums
+
+
 # --------------------------------------------------------------------------- state and result
 
 
@@ -290,7 +321,7 @@ def validate(
         hyps_mine = [h for part in gathered for h in part]
     hyps = [h for _, h in sorted(hyps_mine)]
     refs = [t for _, t in subset]
-    bleu, chrf = corpus_bleu(hyps, refs), corpus_chrf(hyps, refs)
+    bleu, chrf = corpus_bleu(hyps, refs, tokenize=bleu_tokenize(model.cfg.tgt_lang)), corpus_chrf(hyps, refs)
     model.train(was_training)
     metrics = {"dev/loss": nll / max(count, 1.0), "dev/bleu": bleu.score, "dev/chrf": chrf.score}
     extras = {
@@ -350,7 +381,6 @@ def fit(
         ts.load(state)
     spent_before = ts.train_seconds  # a resumed run gets what is left of its budget, not a new one
     resumed_at = ts.step if state is not None else None
-    torch.manual_seed(train_cfg.seed + 1000 * rank + ts.step)  # dropout streams differ per rank, resume-safe
     net = model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -428,19 +458,14 @@ def fit(
         groups = [batches[i : i + acc] for i in range(0, len(batches), acc)]
         for group in groups[ts.groups_done :]:
             net.train()
-            for j, idx in enumerate(group):
-                src, tgt_in, tgt_out = collate([train[i] for i in idx], device)
-                sync = j == len(group) - 1 or world == 1
-                with (contextlib.nullcontext() if sync else net.no_sync()), autocast:
-                    logits = net(src, tgt_in)  # (B, T, V)
-                loss, nll, n_tgt = label_smoothed_loss(logits, tgt_out, train_cfg.label_smoothing)
-                (loss / max(n_tgt, 1) / len(group)).backward()
-                n_tok = int((src != PAD_ID).sum()) + n_tgt
-                window["loss"] += loss.item()
-                window["nll"] += nll.item()
-                window["tgt"] += n_tgt
-                window["tokens"] += n_tok
-                total_tokens += n_tok
+            # Dropout's stream from (seed, rank, update): per rank, and the same after a resume (a stream seeded
+            # once would have advanced by then), with no RNG state to save.
+            torch.manual_seed(update_seed(train_cfg.seed, rank, ts.step))
+            sums = accumulate_gradients(net, [collate([train[i] for i in idx], device) for idx in group],
+                                        train_cfg.label_smoothing, autocast, device)
+            for key in ("loss", "nll", "tgt", "tokens"):
+                window[key] += sums[key]
+            total_tokens += sums["tokens"]
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             window["lr"] = optimizer.param_groups[0]["lr"]  # the rate this update used
             optimizer.step()

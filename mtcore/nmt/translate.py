@@ -9,7 +9,8 @@ newline, carriage return or tab is written as a literal "\\n", "\\r" or "\\t" so
 columns stay aligned. A score is the mean log-probability
 per target token (EOS included) of the translation under the model: near 0 is confident,
 below about -1.5 is worth a look. `--n-best K` writes the K best of the beam for each input
-line, best first, each with its input line number (from 0) and score.
+line, each with its input line number (from 0) and score, best score first (the beam itself ranks
+by its GNMT length-penalised sum, so the first row can differ from the 1-best output).
 """
 
 from __future__ import annotations
@@ -191,7 +192,10 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
         flat = [(i, ids) for i, hyps in enumerate(found) for ids in hyps]
         scores = sequence_scores(model, [sources[i] for i, _ in flat], [ids for _, ids in flat])
         texts = tok.decode([ids for _, ids in flat])
-        return [(str(i), f"{s:.4f}", t) for (i, _), s, t in zip(flat, scores, texts)]
+        # best first by the score printed: the beam ranks by its length-penalised sum, which can order two close
+        # hypotheses the other way round (a list whose scores did not fall read as a bug)
+        rows = sorted(zip(flat, scores, texts), key=lambda r: (r[0][0], -r[1]))
+        return [(str(i), f"{s:.4f}", t) for (i, _), s, t in rows]
     ids = translate_ids(model, sources, decode, generator=sampling_generator(args))
     texts = tok.decode(ids)
     if not args.scores:

@@ -31,7 +31,8 @@ def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam:
     ckpt = load_checkpoint(checkpoint_dir, device=device)
     hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], DecodeConfig(beam=beam))
     params = sum(p.numel() for p in ckpt.model.parameters())
-    return {**score_translations(hyps, [t for _, t in pairs], prefix="test"), "hyps": hyps, "params": params}
+    scores = score_translations(hyps, [t for _, t in pairs], prefix="test", tgt_lang=ckpt.model_cfg.tgt_lang)
+    return {**scores, "hyps": hyps, "params": params}
 
 
 def attention_figures(checkpoint_dir: Path, sources: list[str], out_dir: Path) -> list[Path]:
