@@ -7,6 +7,7 @@ mistake costs a second and one line, not a cleaning run and a traceback.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,6 +28,14 @@ def one_of(name: str, value: str, choices: Iterable[str]) -> None:
     choices = list(choices)
     if value not in choices:
         raise UsageError(f"{name}: unknown value {value!r}; choose from {choices}")
+
+
+def language_pair(value: str, name: str = "--langs") -> tuple[str, str]:
+    """"de-en" → ("de", "en"): two different ISO 639 codes (2–3 letters), lower-cased."""
+    src, _, tgt = str(value).strip().lower().partition("-")
+    if not re.fullmatch(r"[a-z]{2,3}", src) or not re.fullmatch(r"[a-z]{2,3}", tgt) or src == tgt:
+        raise UsageError(f"{name} {value}: expected two different language codes, e.g. de-en")
+    return src, tgt
 
 
 def input_file(name: str, path: str | Path) -> Path:

@@ -261,6 +261,20 @@ def write_data_pointer(root: str | Path, data: str | Path, fingerprint: str, mlf
     (root / DATA_POINTER).write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
 
 
+def recorded_languages(path: str | Path) -> tuple[str, str] | None:
+    """The (src, tgt) column languages a cleaning stage recorded for its output (`clean --langs vi-en`): for the
+    stage folder or its kept/; None for any other corpus."""
+    path = Path(path)
+    for report in (path / "report.json", path.parent / "report.json" if path.name == "kept" else None):
+        if report is not None and report.is_file():
+            try:
+                langs = json.loads(report.read_text(encoding="utf-8")).get("config", {}).get("languages")
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                return None
+            return tuple(langs) if isinstance(langs, list) and len(langs) == 2 else None
+    return None
+
+
 def resolve_data(path: str | Path) -> tuple[Path, dict[str, Any]]:
     """A corpus path as given, or a job/stage output folder resolved to the data it made:
     a folder with _data.json (e.g. runs/backtranslate → its assembled set), or a stage with `kept/`.

@@ -3,6 +3,7 @@
     python pipelines/train_encoder.py                                   # the embedded corpus → runs/encoders/custom
     python pipelines/train_encoder.py --corpus runs/clean/kept --output runs/encoders/mine --epochs 8
     python pipelines/train_encoder.py --corpus runs/clean/kept --output runs/encoders/mine --classifier-only
+    python pipelines/train_encoder.py --corpus europarl --langs de-en --output runs/encoders/de-en   # europarl.de + .en
 
 The result is a directory (config.json, model.pt, spm.model, metrics.json) usable as
 `--encoder DIR` by align_filter.py / align_docs.py; the run is logged to MLflow
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.classifier import ClassifierConfig, read_classifier_metrics, train_beside_encoder
@@ -31,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(RAW_PARALLEL), help="parallel corpus, any format the readers take (default: %(default)s)")
     ap.add_argument("--output", default=str(home() / "encoders" / "custom"), help="encoder directory (default: %(default)s)")
+    ap.add_argument("--langs", metavar="SRC-TGT", default="-".join(d.langs), help="the corpus's languages, e.g. de-en: its "
+                    "cleaning rules, a Moses pair's suffixes, and the pair align_filter.py --langs checks (default: %(default)s)")
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--batch-size", type=int, default=d.batch_size)
     ap.add_argument("--layers", type=int, default=d.model.layers, help="Transformer layers (0: pooled embeddings + MLP)")
@@ -51,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         ClassifierConfig(epochs=args.classifier_epochs).check()  # before an encoder trains for minutes
     if args.classifier_only:
         return _train_classifier(args)
-    cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers)
+    cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
+                             langs=checks.language_pair(args.langs))
     cfg.model.layers, cfg.model.vocab_size = args.layers, args.vocab_size
     result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)
-    m = result.metrics
+    m, (s, t) = result.metrics, cfg.langs
     print(f"encoder → {result.path}")
-    print(f"retrieval P@1 on {m['heldout_pairs']} held-out pairs: en→vi {m['p_at_1_en_vi']:.3f}  vi→en {m['p_at_1_vi_en']:.3f}")
+    print(f"retrieval P@1 on {m['heldout_pairs']} held-out pairs: {s}→{t} {m[f'p_at_1_{s}_{t}']:.3f}  "
+          f"{t}→{s} {m[f'p_at_1_{t}_{s}']:.3f}")
     print(f"trained on {m['train_pairs']:,} pairs in {m['train_seconds']:.0f} s" + (f"; MLflow run {result.run_id}" if result.run_id else ""))
     return _train_classifier(args) if args.classifier else 0
 
@@ -67,7 +73,7 @@ def _train_classifier(args) -> int:
     if not is_encoder_dir(args.output):
         raise EncoderError(f"--classifier-only: {args.output} holds no encoder; train one first (without --classifier-only)")
     path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs),
-                                track=not args.no_mlflow)
+                                track=not args.no_mlflow, langs=checks.language_pair(args.langs))
     m = read_classifier_metrics(path)
     print(f"pair classifier → {path} ({m.get('train_pairs', 0):,} pairs, {m.get('train_seconds', 0):.0f} s); "
           f"use it with `python pipelines/align_filter.py --encoder {args.output} --score classifier`")

@@ -121,3 +121,15 @@ def test_ray_data_equals_in_process(ray_local, tmp_path):
 
     again = clean_dataset(path, tmp_path / "out", cfg)  # outputs exist: skipped
     assert again.skipped and again.report["kept"] == report.kept
+
+
+def test_a_rule_rejecting_most_of_a_corpus_is_said_with_its_likely_cause(caplog):
+    """English-German cleaned as en-vi: every pair `wrong_language`, exit 0 and not a word."""
+    from mtcore.cleaning.config import load_config
+    from mtcore.cleaning.pipeline import warn_dominant_rejects
+
+    with caplog.at_level("WARNING", logger="mtcore.cleaning.pipeline"):
+        warn_dominant_rejects({"input": 160, "kept": 0, "rejected": {"wrong_language": 150, "empty": 10}}, load_config())
+        warn_dominant_rejects({"input": 160, "kept": 100, "rejected": {"wrong_language": 60}}, load_config())
+    assert caplog.text.count("rejected") == 1
+    assert "wrong_language rejected 150 of 160 pairs (94 %); is the corpus en-vi? pass its languages with --langs" in caplog.text

@@ -101,6 +101,21 @@ def test_wrong_column_count_strict_names_line(tmp_path, line, count):
         read_corpus(path)
 
 
+def test_a_blank_tsv_line_is_an_empty_pair_as_in_a_moses_pair(tmp_path):
+    """It aborted the whole read ("found 1"); the same content as two text files gave an empty pair."""
+    path = write_tsv(tmp_path / "c.tsv", ["a\tb", "", "c\td", "  "])
+    table = read_corpus(path)
+    assert list(zip(table["src"].to_pylist(), table["tgt"].to_pylist())) == [("a", "b"), ("", ""), ("c", "d"), ("", "")]
+    assert table["id"].to_pylist() == ["c.tsv:1", "c.tsv:2", "c.tsv:3", "c.tsv:4"]
+
+
+def test_bare_carriage_returns_are_named(tmp_path):
+    path = tmp_path / "mac.tsv"
+    path.write_bytes(b"a\tb\rc\td\r")
+    with pytest.raises(CorpusError, match=r"mac\.tsv:1: expected 2 .* found 3; its lines end in a bare carriage return"):
+        read_corpus(path)
+
+
 def test_wrong_column_count_lenient_becomes_reason_coded_reject(tmp_path):
     path = write_tsv(tmp_path / "c.tsv", ["a\tb", "broken", "c\td"])
     loaded = load_corpus(path, strict=False)

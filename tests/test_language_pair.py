@@ -144,3 +144,57 @@ def test_one_prefix_with_three_languages_gets_a_tokenizer_per_pair_and_its_dev_s
     before = en_vi.fingerprint("data-v1")
     (tmp_path / "dev.vi").write_text("".join(line + "\n" for line in vi[5:10]), encoding="utf-8")
     assert en_vi.fingerprint("data-v1") != before
+
+
+def test_german_english_encoder_and_alignment_filter(tmp_path):
+    """`train_encoder.py --langs de-en` cleans with German-English rules (the en-vi ones rejected nearly every pair
+    as wrong_language, silently) and records its pair; `align_filter.py --langs de-en` reads the Moses pair, names
+    its text exports by the languages, and refuses an encoder of another pair before any work."""
+    pairs = german_english()
+    (tmp_path / "train.de").write_text("".join(d + "\n" for d, _ in pairs), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(e + "\n" for _, e in pairs), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))}
+    env |= {"MTCORE_HOME": str(tmp_path / "home")}
+
+    out = run(["pipelines/train_encoder.py", "--corpus", str(tmp_path / "train"), "--langs", "de-en", "--output",
+               str(tmp_path / "enc"), "--epochs", "2", "--vocab-size", "400", "--no-mlflow"], env, ROOT)
+    metrics = json.loads((tmp_path / "enc" / "metrics.json").read_text())
+    assert metrics["langs"] == "de-en" and "p_at_1_de_en" in metrics and "de→en" in out.stdout
+    assert metrics["train_pairs"] + metrics["heldout_pairs"] + metrics["reference_pairs"] >= 0.9 * len(pairs), metrics
+
+    filtered = run(["pipelines/align_filter.py", "--input", str(tmp_path / "train"), "--langs", "de-en", "--encoder",
+                    str(tmp_path / "enc"), "--output", str(tmp_path / "align"), "--format", "txt", "--no-mlflow"], env, ROOT)
+    report = json.loads((tmp_path / "align" / "report.json").read_text())
+    assert report["input"] == len(pairs) == report["kept"] + sum(report["rejected"].values())
+    kept = (tmp_path / "align" / "kept.de").read_text(encoding="utf-8").splitlines()
+    assert len(kept) == report["kept"] and set(kept) <= {d for d, _ in pairs}, filtered.stdout
+    assert len((tmp_path / "align" / "kept.en").read_text(encoding="utf-8").splitlines()) == len(kept)
+
+    env["MTCORE_HOME"] = str(tmp_path / "fresh")  # no built-in encoder there: a refusal must come before training one
+    refused = subprocess.run([sys.executable, "pipelines/align_filter.py", "--input", str(tmp_path / "train"), "--langs",
+                              "de-en", "--output", str(tmp_path / "align2"), "--no-mlflow"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "trained on en-vi pairs, and the corpus is de-en" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "fresh" / "encoders").exists()
+
+
+def test_a_vi_en_stage_output_trains_a_vi_to_en_model_the_right_way_round(tmp_path):
+    """`clean --langs vi-en` records its columns; a vi→en model trained on that output read them as the en-vi
+    default and learned English→Vietnamese under a vi-en label."""
+    import pyarrow as pa
+
+    from mtcore.data.corpus import write_parquet
+    from mtcore.distributed import ray_training
+
+    pairs = [("Mở tệp", "Open the file"), ("Lưu thành", "Save as")]  # (vi, en): the columns of a vi-en corpus
+    stage = tmp_path / "clean-vi-en"
+    write_parquet(pa.table({"src": [v for v, _ in pairs], "tgt": [e for _, e in pairs]}), stage / "kept" / "part-0.parquet")
+    (stage / "report.json").write_text(json.dumps({"stage": "clean", "config": {"languages": ["vi", "en"]}}))
+    job = TrainingJob.load(None, ["model.src_lang=vi", "model.tgt_lang=en", f"job.train_data={stage / 'kept'}",
+                                  f"job.dev_data={stage / 'kept'}", f"job.test_data={stage / 'kept'}"])
+    assert ray_training.load_pairs(str(stage / "kept"), job) == pairs  # vi source, en target
+    en_vi = TrainingJob.load(None, [f"job.train_data={stage / 'kept'}", f"job.dev_data={stage / 'kept'}",
+                                    f"job.test_data={stage / 'kept'}"])
+    assert ray_training.load_pairs(str(stage / "kept"), en_vi) == [(e, v) for v, e in pairs]  # swapped for en→vi
+    (stage / "report.json").unlink()  # no record: columns are en-vi for an en/vi model, as before
+    assert ray_training.load_pairs(str(stage / "kept"), job) == [(e, v) for v, e in pairs]

@@ -76,3 +76,12 @@ def test_japanese_without_mecab_is_scored_on_characters_and_says_so():
         assert tok == "ja-mecab"
     else:
         assert tok == "char" and "tok:char" in score_translations(["猫です"], ["猫です"], tgt_lang="ja")["test/bleu_signature"]
+
+
+def test_references_typed_with_combining_marks_score_as_their_nfc_form():
+    import unicodedata
+
+    nfd = [unicodedata.normalize("NFD", r) for r in REFS]
+    assert nfd != REFS
+    assert corpus_bleu(HYPS, nfd).score == pytest.approx(corpus_bleu(HYPS, REFS).score)
+    assert corpus_chrf(HYPS, nfd).score == pytest.approx(corpus_chrf(HYPS, REFS).score)

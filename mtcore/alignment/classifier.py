@@ -360,7 +360,8 @@ def training_pairs(table, encoder_dir: str | Path, exclude_texts: set[str] | Non
 
 
 def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig | None = None, *,
-                         exclude_texts: set[str] | None = None, max_pairs: int = 120_000, track: bool = True) -> Path:
+                         exclude_texts: set[str] | None = None, max_pairs: int = 120_000, track: bool = True,
+                         langs: tuple[str, str] = ("en", "vi")) -> Path:
     """Train the pair classifier for the encoder in `encoder_dir` (its pieces, its embeddings as the start)
     on `corpus` (a path or a table) and write it to `classifier_dir(encoder_dir)`; with `track`, an MLflow
     run in the encoders' experiment (`train_encoder`) holds its settings, loss curve and timings."""
@@ -375,7 +376,7 @@ def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig 
     cfg.check()
     encoder_dir = Path(encoder_dir)
     checks.replaceable_dir(classifier_dir(encoder_dir), "a pair classifier", has_classifier, "the classifier folder")
-    table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
+    table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus, src_lang=langs[0], tgt_lang=langs[1])
     train = training_pairs(table, encoder_dir, exclude_texts, max_pairs, cfg.seed)
     if len(train) < MIN_TRAINING_PAIRS:
         raise ClassifierError(f"only {len(train)} usable pairs to train the pair classifier on; it needs {MIN_TRAINING_PAIRS}")

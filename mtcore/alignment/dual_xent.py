@@ -30,12 +30,19 @@ class DirectionError(MtcoreError, ValueError):
     """The two models are not each other's reverse."""
 
 
-def check_directions(forward: Checkpoint | str | Path, reverse: Checkpoint | str | Path) -> None:
-    """Loaded checkpoints or checkpoint directories (their config.json alone is read)."""
+def check_directions(forward: Checkpoint | str | Path, reverse: Checkpoint | str | Path,
+                     langs: tuple[str, str] | None = None) -> None:
+    """Loaded checkpoints or checkpoint directories (their config.json alone is read); `langs`: the corpus's
+    (source, target), which the forward model must translate (given the other way round, the two models
+    score every pair in the wrong direction and reject good pairs)."""
     (fp, f), (rp, r) = (_direction(c) for c in (forward, reverse))
     if f != (r[1], r[0]):
         raise DirectionError(f"dual cross-entropy needs two opposite directions: {fp} is {f[0]}→{f[1]} "
                              f"and {rp} is {r[0]}→{r[1]}")
+    if langs is not None and f != tuple(langs):
+        swap = " (the two in the other order?)" if f == (langs[1], langs[0]) else ""
+        raise DirectionError(f"--nmt FORWARD must translate the corpus's {langs[0]}→{langs[1]}: {fp} is "
+                             f"{f[0]}→{f[1]}{swap}")
 
 
 def _direction(ckpt: Checkpoint | str | Path) -> tuple[Path, tuple[str, str]]:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,12 +55,14 @@ from mtcore import checks
 from mtcore.alignment import negatives
 from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmarks and users import them from here
     MAX_FALSE_REJECT,
+    MIN_RANDOM_AUC,
     auto_threshold,
     false_reject_threshold,
     misaligned_share,
     near_miss_share,
     near_miss_threshold,
     reference_threshold,
+    separation,
 )
 from mtcore.errors import MtcoreError
 from mtcore.alignment.scoring import DEFAULT_K, MARGIN_WINDOW, SCORES, cosine, knn_mean_similarity, ratio_margin, windowed_knn
@@ -95,8 +97,10 @@ class FilterConfig:
     # score "dual_xent": mtcore checkpoints translating source→target and target→source (dual_xent.py)
     nmt_forward: str = ""
     nmt_reverse: str = ""
+    langs: tuple[str, str] = ("en", "vi")  # the corpus's (source, target) languages: Moses suffixes, encoder, models
 
     def __post_init__(self):
+        self.langs = checks.language_pair("-".join(self.langs))
         checks.at_least("--k", self.k, 1)
         for name in ("margin_window", "batch_size"):
             checks.at_least(name, getattr(self, name), 1)
@@ -111,7 +115,7 @@ class FilterConfig:
                                   "(checkpoint directories, source→target and target→source)")
             from mtcore.alignment.dual_xent import check_directions
 
-            check_directions(self.nmt_forward, self.nmt_reverse)  # names the directory at fault
+            check_directions(self.nmt_forward, self.nmt_reverse, self.langs)  # names the directory at fault
         if self.calibration not in CALIBRATIONS:
             raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
@@ -298,6 +302,12 @@ class PairScores:
     def reference(self, name: str) -> np.ndarray:
         return getattr(self, f"ref_{name}")
 
+    def for_rows(self, index: np.ndarray) -> PairScores:
+        """These scores with the real pairs' taken at `index` (a row's copy shares its score)."""
+        real = {name: getattr(self, name)[index] for name in ("cosine", "margin", "dual_xent", "classifier")
+                if len(getattr(self, name))}
+        return replace(self, **real)
+
 
 def score_pairs(
     x: np.ndarray,
@@ -358,7 +368,8 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
         out |= {"threshold_random_rule": round(t_random, 6) if np.isfinite(t_random) else None,
-                "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4)}
+                "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4),
+                "reference_vs_random_auc": round(separation(ref, mis), 4) if len(mis) else None}
     elif cfg.calibration in ("near_miss", "reference") and len(near):
         t, share, est_fr, t_random = near_miss_threshold(real, mis, near, cfg.max_false_reject)
         method = "near_miss (no reference pairs)" if cfg.calibration == "reference" else "near_miss"
@@ -565,7 +576,8 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
     if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
         log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
         return None, ""
-    table = read_corpus(path) if cfg.reference or encoder_reference(path.parent) else None  # an encoder's may be empty
+    table = (read_corpus(path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1]) if cfg.reference
+             else read_corpus(path) if encoder_reference(path.parent) else None)  # an encoder's may be empty
     if table is None or len(table) < MIN_REFERENCE_PAIRS:
         message = f"{path}: {0 if table is None else len(table)} reference pairs; at least {MIN_REFERENCE_PAIRS} are needed"
         if cfg.reference:
@@ -573,6 +585,20 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
         log.warning("%s: calibrating on near misses made from the corpus instead", message)
         return None, ""
     return table, str(path)
+
+
+def check_encoder_languages(spec: str, langs: tuple[str, str]) -> None:
+    """An mtcore encoder scores the language pair it was trained on: the built-in one en-vi, one of
+    `train_encoder.py --langs` its pair. Another pair's sentences are mostly unknown pieces to it, and its
+    scores rank nothing. External encoders (LaBSE) are multilingual and not checked."""
+    from mtcore.embedding import BUILTIN
+    from mtcore.embedding.encoder import encoder_languages, is_encoder_dir
+
+    trained = ("en", "vi") if spec == BUILTIN else encoder_languages(spec) if is_encoder_dir(spec) else None
+    if trained is not None and set(trained) != set(langs):
+        raise FilterError(f"--encoder {spec} was trained on {'-'.join(trained)} pairs, and the corpus is {'-'.join(langs)}; "
+                          f"train one on {'-'.join(langs)} pairs (python pipelines/train_encoder.py --corpus FILE "
+                          f"--langs {'-'.join(langs)} --output DIR), or pass a multilingual sentence-transformers model")
 
 
 def split_empty_sides(table: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -595,9 +621,30 @@ def split_empty_sides(table: pa.Table) -> tuple[pa.Table, pa.Table]:
     return table.filter(pa.array(~empty)), rejects
 
 
+def unique_pairs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each distinct (src, tgt) pair's first copy, each row's index among those)."""
+    first: dict[tuple[str, str], int] = {}
+    inverse = np.fromiter((first.setdefault(pair, len(first)) for pair in zip(table["src"].to_pylist(), table["tgt"].to_pylist())),
+                          dtype=np.int64, count=len(table))
+    rows = np.zeros(len(first), dtype=np.int64)
+    rows[inverse[::-1]] = np.arange(len(table) - 1, -1, -1)  # the first row of each pair (the last write wins)
+    return rows, inverse
+
+
 def filter_table(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True):
-    """In memory: (kept, rejects, threshold, scores, timing)."""
-    scores, timing = score_corpus(table, cfg, use_ray=use_ray)
+    """In memory: (kept, rejects, threshold, scores, timing).
+
+    Each distinct pair is scored once, and its copies share its score: copies among a pair's own nearest
+    neighbours pulled its margin to 1.0 (50 copies of a good pair were rejected as misaligned). Mining
+    setups (LASER, Artetxe & Schwenk 2019) deduplicate before the margin; this stage reads users' corpora as
+    they are, and the cleaning stage's dedupe is for it to report.
+    """
+    rows, inverse = unique_pairs(table)
+    if len(rows) < len(table):
+        scores, timing = score_corpus(table.take(pa.array(rows)), cfg, use_ray=use_ray)
+        scores = scores.for_rows(inverse)
+    else:
+        scores, timing = score_corpus(table, cfg, use_ray=use_ray)
     kept, rejects, threshold = decide(table, scores, cfg)
     return kept, rejects, threshold, scores, timing
 
@@ -624,6 +671,7 @@ def filter_corpus(
     if cfg.score == "classifier" and str(cfg.encoder) != "builtin":
         classifier_for(str(cfg.encoder))  # it reads an mtcore encoder's pieces: said first, whatever else is wrong
     check_encoder(str(cfg.encoder))  # a bad encoder named now, not from inside a Ray actor
+    check_encoder_languages(str(cfg.encoder), cfg.langs)  # before the built-in one is trained for minutes
     encoder = resolve_encoder(str(cfg.encoder))  # the built-in encoder is trained here on first use
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():
@@ -638,12 +686,13 @@ def filter_corpus(
         inputs["classifier"] = classifier_for(encoder).absolute()
     # Paths counted as inputs (by their contents) are not settings: a moved encoder is the same filter.
     settings = {k: v for k, v in _jsonable(asdict(cfg)).items()
-                if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)}
+                if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)
+                and not (k == "langs" and tuple(v) == ("en", "vi"))}  # an en-vi stage made before --langs is the same
     stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
                   code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
-    table = read_corpus(input_path)
+    table = read_corpus(input_path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
     scored, empty = split_empty_sides(table)
     if not len(scored):
         raise FilterError(f"{input_path}: every pair has an empty side; nothing to score")
@@ -667,6 +716,12 @@ def filter_corpus(
                         "pairs, above --max-false-reject %g %%: this encoder tells these pairs from random ones poorly "
                         "(a stronger encoder, or a --threshold of your own)", threshold, 100 * over,
                         100 * cfg.max_false_reject)
+        auc = calibration.get("reference_vs_random_auc")
+        if auc is not None and auc < MIN_RANDOM_AUC:
+            log.warning("score %s does not tell the known-good pairs from random ones (ROC AUC %.2f < %.2f): the "
+                        "random-pair rule is not applied, and at most --max-false-reject of good pairs are rejected; "
+                        "this score is not fit to filter this corpus (train the encoder or classifier longer, or on "
+                        "this language pair)", cfg.score, auc, MIN_RANDOM_AUC)
         report = StageReport.from_tables(
             STAGE, len(table), kept, rejects, score=cfg.score, threshold=threshold, encoder=cfg.encoder,
             calibration=calibration, timing=timing,

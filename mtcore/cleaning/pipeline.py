@@ -320,11 +320,23 @@ def clean_dataset(
         write_report(work / "report.json", report, input_path=str(input_path), config=cfg.to_dict())
         stage.finish({"input": report.input, "kept": report.kept})
     body = json.loads((output / "report.json").read_text(encoding="utf-8"))
+    warn_dominant_rejects(body, cfg)
     if track:
         run_id = track_clean(input_path, output, body, cfg)
         if run_id:
             body["mlflow_run_id"] = run_id
     return CleanResult(output, body)
+
+
+def warn_dominant_rejects(report: dict, cfg: CleaningConfig, share: float = 0.5) -> None:
+    """A rule that rejects most of a corpus is more likely wrong for it than the corpus bad: say so, with the
+    usual cause (a corpus of other languages than the rules expect, e.g. de-en cleaned as en-vi)."""
+    n = report.get("input", 0)
+    for reason, count in sorted(report.get("rejected", {}).items(), key=lambda kv: -kv[1]):
+        if n and count > share * n:
+            hint = (f"; is the corpus {'-'.join(cfg.languages)}? pass its languages with --langs SRC-TGT"
+                    if reason == "wrong_language" else "; check that rule's settings for this corpus (--config)")
+            log.warning("%s rejected %s of %s pairs (%.0f %%)%s", reason, f"{count:,}", f"{n:,}", 100 * count / n, hint)
 
 
 # --------------------------------------------------------------------------- MLflow

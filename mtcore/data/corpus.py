@@ -121,9 +121,12 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
                                   f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
                                   f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
                                   f"job.corpus_langs={tgt_lang}-{src_lang})")
+        if len(cols) == 1 and not line.strip():  # a blank line is an empty pair (cleaning: `empty`), as in a Moses pair
+            cols = ["", ""]
         if len(cols) != 2:
             if strict:
-                raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}")
+                cr = "; its lines end in a bare carriage return (\\r, old Mac line ends): convert them to \\n" if "\r" in line else ""
+                raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}{cr}")
             bad.append((line, line_no, len(cols)))
             continue
         if any(_csv_quoted(c) for c in cols):

@@ -64,10 +64,17 @@ class PreparedInputs:
         return TrackedRun(self.tracking_uri, self.mlflow_run_id)
 
 
-def columns_of(job: TrainingJob) -> tuple[str, str]:
-    """The languages of the corpus's src and tgt columns (what PREFIX.xx files a Moses-style corpus has)."""
+def columns_of(job: TrainingJob, path: str | Path | None = None) -> tuple[str, str]:
+    """The languages of a corpus's src and tgt columns (what PREFIX.xx files a Moses-style corpus has):
+    `job.corpus_langs`, else those the cleaning stage recorded for `path` (`clean --langs vi-en`: a vi→en model
+    was trained the wrong way round on it, read as the en-vi default), else `corpus_languages`."""
     from mtcore.nmt.training import corpus_languages
+    from mtcore.runs import recorded_languages
 
+    if not job.job.corpus_langs and path is not None:
+        recorded = recorded_languages(path)
+        if recorded is not None and set(recorded) == {job.run.model.src_lang, job.run.model.tgt_lang}:
+            return recorded
     return corpus_languages(job.run.model, job.job.corpus_langs)
 
 
@@ -78,7 +85,7 @@ def resolve_train_data(job: TrainingJob) -> str:
         from mtcore.runs import resolve_data
 
         path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
-        if not path.exists() and not is_parallel_prefix(path, *columns_of(job)):
+        if not path.exists() and not is_parallel_prefix(path, *columns_of(job, path)):
             raise JobError(f"job.train_data: {path} not found")
         return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset
@@ -100,13 +107,13 @@ def resolve_train_data(job: TrainingJob) -> str:
 
 def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, str]]:
     from mtcore.data.corpus import read_corpus
-    from mtcore.nmt.training import corpus_languages, oriented_pairs
+    from mtcore.nmt.training import oriented_pairs
 
-    langs = columns_of(job)
+    langs = columns_of(job, path)
     table = read_corpus(path, src_lang=langs[0], tgt_lang=langs[1])  # a PREFIX is PREFIX.de + PREFIX.en for de-en
     if limit:
         table = table.slice(0, limit)
-    return oriented_pairs(table, job.run.model, corpus_languages(job.run.model, job.job.corpus_langs))
+    return oriented_pairs(table, job.run.model, langs)
 
 
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
@@ -118,7 +125,7 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
 
     # the tokenizer's code too: its reserved symbols and normalisation are part of the model it trains
     # and the columns it reads: PREFIX.de + PREFIX.en and PREFIX.en + PREFIX.vi of one prefix are two corpora
-    langs = columns_of(job)
+    langs = columns_of(job, train_data)
     key = (f"{data_version(train_data)}-{'-'.join(langs)}-{job.job.train_limit}-{job.job.vocab_size}-"
            f"{code_version('mtcore.nmt.tokenizer')[:8]}")
     path = home() / "tokenizers" / key / "spm.model"
@@ -176,7 +183,7 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     from mtcore.data.corpus import is_parallel_prefix
 
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
-        if not Path(path).exists() and not is_parallel_prefix(path, *columns_of(job)):
+        if not Path(path).exists() and not is_parallel_prefix(path, *columns_of(job, path)):
             raise JobError(f"{label}: {path} not found")
         load_pairs(path, job)  # read now: a damaged line or a wrong format is said before training, not after it
     from mtcore.tracking import data_version

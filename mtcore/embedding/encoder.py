@@ -194,6 +194,13 @@ def load_builtin(directory: str | Path, device: str = "cpu") -> SentenceEncoder:
     return SentenceEncoder(model, tokenizer, directory, device)
 
 
+def encoder_languages(directory: str | Path) -> tuple[str, str] | None:
+    """The (source, target) languages an mtcore encoder was trained on, from its metrics; None when it does not
+    say (an encoder trained before it was recorded)."""
+    langs = read_metrics(directory).get("langs")
+    return tuple(langs.split("-", 1)) if isinstance(langs, str) and "-" in langs else None
+
+
 def read_metrics(directory: str | Path) -> dict:
     path = Path(directory) / METRICS_FILE
     return json.loads(path.read_text()) if path.is_file() else {}

@@ -74,6 +74,7 @@ class EncoderTrainConfig:
     num_workers: int = 1
     use_gpu: bool = False
     log_every: int = 50
+    langs: tuple[str, str] = ("en", "vi")  # the corpus's (source, target) languages: its cleaning and Moses suffixes
 
     def check(self) -> None:
         """Ranges, checked before any work (the model's fields may be set after construction)."""
@@ -95,6 +96,8 @@ class EncoderTrainConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise EncoderError(f"unknown training config key(s) {unknown}; known: {sorted(known)}")
+        if "langs" in d:  # a list once it has been through JSON
+            d["langs"] = tuple(d["langs"])
         return cls(model=model, **d)
 
 
@@ -138,23 +141,26 @@ def quick_clean(table: pa.Table, max_chars: int = 400) -> pa.Table:
     return table.take(pa.array(keep, pa.int64()))
 
 
-def clean_for_training(table: pa.Table) -> tuple[pa.Table, str]:
-    """The cleaning stage (`mtcore.cleaning.clean_table`) when it is importable, then `quick_clean`.
+def clean_for_training(table: pa.Table, langs: tuple[str, str] = ("en", "vi")) -> tuple[pa.Table, str]:
+    """The cleaning stage's default rules for the corpus's languages, then `quick_clean`.
 
     `quick_clean` runs either way: its stricter dedupe (by source and by target
-    separately) keeps false negatives out of the in-batch softmax.
+    separately) keeps false negatives out of the in-batch softmax. Languages the
+    language-ID rule does not know are cleaned without the cleaning rules (a warning
+    says so): the en-vi rules would reject a de-en corpus as `wrong_language`.
     """
+    from mtcore.cleaning import clean_table
+    from mtcore.cleaning.config import load_config
+    from mtcore.config import ConfigError
+
     how = "quick_clean"
     try:
-        from mtcore.cleaning import clean_table
-    except ImportError:
-        clean_table = None
-    if clean_table is not None:
-        try:
-            table = clean_table(table)[0]
-            how = "mtcore.cleaning+quick_clean"
-        except Exception as err:  # the cleaning stage is another team's moving target; never block training on it
-            log.warning("mtcore.cleaning.clean_table failed (%s); using the quick junk filter only", err)
+        rules = load_config().with_languages(*langs)
+    except ConfigError as err:
+        log.warning("%s: cleaning the training pairs with the quick junk filter only", err)
+    else:
+        table = clean_table(table, rules)[0]
+        how = "mtcore.cleaning+quick_clean"
     return quick_clean(table), how
 
 
@@ -286,14 +292,17 @@ def fit(
 # --------------------------------------------------------------------------- evaluation
 
 
-def retrieval_accuracy(encoder, src: list[str], tgt: list[str]) -> dict[str, float]:
-    """P@1 of finding each sentence's translation among all held-out ones, in both directions."""
+def retrieval_accuracy(encoder, src: list[str], tgt: list[str], langs: tuple[str, str] = ("en", "vi")) -> dict[str, float]:
+    """P@1 of finding each sentence's translation among all held-out ones, in both directions
+    (`p_at_1_en_vi`, `p_at_1_vi_en` for an en-vi corpus)."""
     x, y = encoder.encode(src), encoder.encode(tgt)
     sims = x @ y.T
     gold = np.arange(len(src))
-    en_vi = float((sims.argmax(1) == gold).mean()) if len(src) else 0.0
-    vi_en = float((sims.argmax(0) == gold).mean()) if len(src) else 0.0
-    return {"p_at_1_en_vi": en_vi, "p_at_1_vi_en": vi_en, "p_at_1": (en_vi + vi_en) / 2, "heldout_pairs": len(src)}
+    forward = float((sims.argmax(1) == gold).mean()) if len(src) else 0.0
+    backward = float((sims.argmax(0) == gold).mean()) if len(src) else 0.0
+    s, t = langs
+    return {f"p_at_1_{s}_{t}": forward, f"p_at_1_{t}_{s}": backward, "p_at_1": (forward + backward) / 2,
+            "heldout_pairs": len(src)}
 
 
 # --------------------------------------------------------------------------- Ray Train
@@ -368,9 +377,12 @@ def train_encoder(
     from mtcore.data.corpus import read_corpus, write_parquet
     from mtcore.runs import home
 
-    table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus)
+    table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
     n_input = len(table)
-    table, cleaned_by = clean_for_training(table)
+    table, cleaned_by = clean_for_training(table, cfg.langs)
+    if len(table) < 0.5 * n_input:  # a corpus in other languages than --langs loses most rows to wrong_language
+        log.warning("cleaning kept %s of %s pairs; if the corpus is not %s, pass its languages (--langs SRC-TGT)",
+                    f"{len(table):,}", f"{n_input:,}", "-".join(cfg.langs))
     sort_keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
     train, held = split_heldout(table, cfg.heldout, cfg.seed, exclude_texts)
     train, reference = split_reference(train, cfg.reference_pairs, cfg.seed)
@@ -426,7 +438,8 @@ def train_encoder(
         from mtcore.embedding.encoder import load_builtin
 
         encoder = load_builtin(tmp_out)
-        metrics = retrieval_accuracy(encoder, held["src"].to_pylist(), held["tgt"].to_pylist())
+        metrics = retrieval_accuracy(encoder, held["src"].to_pylist(), held["tgt"].to_pylist(), cfg.langs)
+        metrics["langs"] = "-".join(cfg.langs)  # what `align_filter --langs` checks the encoder against
         metrics |= {"train_pairs": len(train), "train_seconds": round(train_s, 1), "tokenizer_seconds": round(tokenizer_s, 1), "final_loss": result.metrics.get("loss")}
         # written even when empty (a tiny corpus): the encoder is complete, the filter falls back to near misses
         write_parquet(reference.select([c for c in ("src", "tgt", "origin") if c in reference.column_names]), tmp_out / REFERENCE_FILE)

@@ -26,6 +26,7 @@ from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
+from mtcore.runs import recorded_languages
 from mtcore.nmt.translate import check_beam_fits, check_decoding_args, decoding_args, decode_config, sampling_generator
 
 
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     check_beam_fits(args, ckpt)
     model_dir = ckpt.model_cfg.direction
     corpus = corpus_languages(ckpt.model_cfg, args.corpus_langs)
+    recorded = None if args.corpus_langs else recorded_languages(args.test)  # a `clean --langs vi-en` output says so
+    if recorded is not None and set(recorded) == set(corpus):
+        corpus = recorded
     direction = args.direction or ("-".join(corpus[::-1]) if args.reverse else model_dir)
     if direction != model_dir:
         hint = "a reverse model: pass --reverse" if model_dir == "-".join(corpus[::-1]) else f"pass --direction {model_dir}"

@@ -10,6 +10,7 @@ when installed. chrF needs none.
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,9 +54,15 @@ class Score:
         return f"{self.name.upper()} = {self.score:.2f} ({self.signature})"
 
 
+def _nfc(texts: Sequence[str]) -> list[str]:
+    """NFC, as the model's output is: a reference typed with combining marks (Vietnamese e + U+0301) matched no
+    hypothesis character for character (measured: BLEU 50.7 → 0.8 on the same translations in NFD)."""
+    return [unicodedata.normalize("NFC", t) for t in texts]
+
+
 def _refs(refs: Sequence[str] | Sequence[Sequence[str]], n: int) -> list[list[str]]:
     """One reference per hypothesis (a list of str), or several reference streams (a list of lists)."""
-    streams = [list(refs)] if refs and isinstance(refs[0], str) else [list(r) for r in refs]
+    streams = [_nfc(refs)] if refs and isinstance(refs[0], str) else [_nfc(r) for r in refs]
     for s in streams:
         if len(s) != n:
             raise ValueError(f"{n} hypotheses but a reference stream of {len(s)} lines")
@@ -66,14 +73,14 @@ def corpus_bleu(
     hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *, tokenize: str = BLEU_TOKENIZE, lowercase: bool = False
 ) -> Score:
     metric = BLEU(tokenize=tokenize, lowercase=lowercase)
-    result = metric.corpus_score(list(hyps), _refs(refs, len(hyps)))
+    result = metric.corpus_score(_nfc(hyps), _refs(refs, len(hyps)))
     return Score("bleu", float(result.score), str(metric.get_signature()))
 
 
 def corpus_chrf(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *, word_order: int = 0) -> Score:
     """chrF (Popović 2015); word_order=2 gives chrF++."""
     metric = CHRF(word_order=word_order)
-    result = metric.corpus_score(list(hyps), _refs(refs, len(hyps)))
+    result = metric.corpus_score(_nfc(hyps), _refs(refs, len(hyps)))
     return Score("chrf", float(result.score), str(metric.get_signature()))
 
 
