@@ -10,10 +10,22 @@ matplotlib.use("Agg")  # headless: workers and CI have no screen
 import matplotlib.pyplot as plt
 
 
+def _drawable(labels: list[str]) -> list[str]:
+    """Labels with each character the default font has no glyph for as its code point (U+732B): matplotlib drew
+    CJK pieces as empty boxes, with a warning per glyph (390 of a ja-en run's 407 output lines)."""
+    from matplotlib.font_manager import FontProperties, findfont
+    from matplotlib.ft2font import FT2Font
+
+    font = FT2Font(findfont(FontProperties()))
+    return ["".join(c if c.isspace() or font.get_char_index(ord(c)) else f"U+{ord(c):04X}" for c in label)
+            for label in labels]
+
+
 def attention_heatmap(weights, x_labels: list[str], y_labels: list[str], title: str, path: str | Path) -> Path:
     """One (rows = queries, columns = keys) matrix, averaged over heads by the caller."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    x_labels, y_labels, (title,) = _drawable(x_labels), _drawable(y_labels), _drawable([title])
     size = (max(4.0, 0.35 * len(x_labels) + 2), max(3.0, 0.35 * len(y_labels) + 1.5))
     fig, ax = plt.subplots(figsize=size)
     ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)
