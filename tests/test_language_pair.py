@@ -216,3 +216,15 @@ def test_correct_cjk_pairs_are_kept(langs, src, tgt):
     short = clean_table(pa.table({"src": [src], "tgt": [tgt[:2]], "origin": ["t"], "id": ["t:1"]}),
                         load_config().with_languages(*langs))[1]
     assert short["reason"].to_pylist() in (["length_ratio"], ["punctuation_mismatch"])  # a truncated one is not
+
+
+def test_the_embedded_held_out_sets_guard_a_vi_en_corpus_too():
+    """With --langs vi-en the en-vi dev/test files were read as vi-en: English sources compared with the
+    Vietnamese column, and 288 of 300 test pairs passed into the training data."""
+    from mtcore.data.corpus import read_corpus
+    from mtcore.data.paths import TEST
+
+    test = read_corpus(TEST).slice(0, 50)
+    vi_en = pa.table({"src": test["tgt"], "tgt": test["src"], "origin": test["origin"], "id": test["id"]})
+    _, rejects, _ = clean_table(vi_en, load_config().with_languages("vi", "en"))
+    assert rejects["reason"].to_pylist().count("test_overlap") >= 45

@@ -916,10 +916,11 @@ class TestOverlap(Rule):
     def __post_init__(self):
         from mtcore.data.corpus import CorpusError, read_corpus
 
-        if self.paths is None:
-            from mtcore.data.paths import DEV, TEST
+        from mtcore.data.paths import DEV, TEST
 
+        if self.paths is None:
             self.paths = [str(p) for p in (DEV, TEST) if Path(p).exists()]
+        embedded = {Path(DEV).resolve(), Path(TEST).resolve()}  # en-vi columns, whatever the corpus's order
         from mtcore.runs import input_files
 
         if self.languages is not None and (len(self.languages) != 2 or len(set(self.languages)) != 2):
@@ -930,14 +931,21 @@ class TestOverlap(Rule):
         for p in self.paths:
             if not input_files(p):
                 raise CorpusError(f"TestOverlap: held-out set {p} not found (nor {p}.{src_lang} + {p}.{tgt_lang})")
-            try:
-                t = read_corpus(p, src_lang=src_lang, tgt_lang=tgt_lang)
-            except CorpusError as err:
-                if self.languages is not None or Path(p).exists():
-                    raise
-                # a prefix of another pair (held.de + held.en): `with_languages` (--langs) builds the rule again
-                self._pending = f"TestOverlap: held-out set {p}: {err}; give the corpus languages (--langs)"
-                continue
+            if Path(p).resolve() in embedded:
+                if {src_lang, tgt_lang} != {"en", "vi"}:
+                    continue  # the embedded sets are another pair's held-out data
+                t = read_corpus(p)
+                if (src_lang, tgt_lang) == ("vi", "en"):  # a vi-en corpus's sources are their targets
+                    t = t.rename_columns(["tgt" if c == "src" else "src" if c == "tgt" else c for c in t.column_names])
+            else:
+                try:
+                    t = read_corpus(p, src_lang=src_lang, tgt_lang=tgt_lang)
+                except CorpusError as err:
+                    if self.languages is not None or Path(p).exists():
+                        raise
+                    # a prefix of another pair (held.de + held.en): `with_languages` (--langs) builds the rule again
+                    self._pending = f"TestOverlap: held-out set {p}: {err}; give the corpus languages (--langs)"
+                    continue
             src_keys.append(hash_strings(norm_key(col(t, "src"))))
             tgt_keys.append(hash_strings(norm_key(col(t, "tgt"))))
         self._src = np.unique(np.concatenate(src_keys)) if src_keys else np.zeros(0, np.uint64)
