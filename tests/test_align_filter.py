@@ -112,6 +112,10 @@ def test_config_errors():
         FilterConfig(threshold="nan")
     with pytest.raises(FilterError, match="--reference, --max-false-reject choose\\(s\\) the threshold under --threshold auto"):
         FilterConfig(threshold=0.3, reference="ref.tsv", max_false_reject=0.01)
+    with pytest.raises(FilterError, match="--max-false-reject is for --calibration reference or near_miss"):
+        FilterConfig(calibration="random", max_false_reject=0.05)  # it was recorded in report.json as if applied
+    with pytest.raises(Exception, match="--langs de: expected two different language codes"):
+        FilterConfig(langs=("de",))
 
 
 def test_a_looser_false_reject_budget_rejects_at_least_as_much(encoder_dir):
@@ -431,3 +435,15 @@ def test_copies_of_a_good_pair_share_its_score_and_are_kept(encoder_dir, tmp_pat
     assert len(kept) + len(rejects) == len(with_copies) and len(scores.margin) == len(with_copies)
     assert np.allclose(scores.margin[len(table):], alone.margin[0]) and np.allclose(scores.margin[: len(table)], alone.margin)
     assert not set(rejects["id"].to_pylist()) & {f"row{i}" for i in range(len(table), len(with_copies))}
+
+
+def test_reference_pairs_with_an_empty_side_are_left_out(encoder_dir, tmp_path, caplog):
+    """They counted as known-good: 40 empty targets moved the threshold from 0.956 to 0.552 in a review."""
+    ref = tiny_corpus().slice(600, 100)
+    blank = ref.slice(0, 40).set_column(1, "tgt", pa.array([""] * 40))
+    with_blank = write_parquet(pa.concat_tables([ref, blank]), tmp_path / "ref_blank.parquet")
+    table, _ = corpus_with_misalignments(start=700)
+    plain = filter_table(table, FilterConfig(encoder=encoder_dir, reference=_reference(tmp_path)), use_ray=False)[2]
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        blanked = filter_table(table, FilterConfig(encoder=encoder_dir, reference=str(with_blank)), use_ray=False)[2]
+    assert blanked == pytest.approx(plain) and "40 pair(s) with an empty side left out" in caplog.text

@@ -226,3 +226,13 @@ def test_saved_weights_load_with_weights_only(tmp_path):
     save_encoder(model, b"not-a-real-spm", tmp_path / "e")
     state = torch.load(tmp_path / "e" / "model.pt", weights_only=True)
     assert set(state) == set(model.state_dict())
+
+
+def test_a_short_run_reaches_its_learning_rate():
+    """A 60-step run under the 100-step warm-up peaked at 36 % of its rate; the warm-up is now at most a tenth."""
+    from mtcore.embedding.train import warmup_cosine
+
+    short = warmup_cosine(100, 60)
+    assert max(short(s) for s in range(60)) > 0.95 and short(59) < 0.01
+    long = warmup_cosine(100, 2800)  # the built-in encoder's run: its schedule is as it was
+    assert long(49) == pytest.approx(0.5) and long(99) == pytest.approx(1.0, abs=0.01)

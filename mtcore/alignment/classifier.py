@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from mtcore.alignment import negatives
+from mtcore.embedding.train import warmup_cosine
 from mtcore.errors import MtcoreError
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
@@ -205,8 +206,7 @@ def fit(model: PairClassifier, src_ids: list[list[int]], tgt_ids: list[list[int]
     steps_per_epoch = max(1, full * pool + rest // cfg.batch_size)  # what `length_batches` gives
     total = steps_per_epoch * cfg.epochs
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / max(1, cfg.warmup), 0.5 * (1 + math.cos(math.pi * min(s, total) / total))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, total))
     labels = torch.cat([torch.ones(cfg.batch_size), torch.zeros(cfg.batch_size)])
     model.train()
     t0, last, step = time.perf_counter(), {}, 0

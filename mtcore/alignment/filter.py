@@ -133,6 +133,9 @@ class FilterConfig:
             if given:  # they choose an automatic threshold: beside a given one they would be ignored
                 raise FilterError(f"{', '.join(given)} choose(s) the threshold under --threshold auto; with --threshold "
                                   f"{self.threshold:g} it would be ignored")
+        if self.threshold == "auto" and self.calibration == "random" and self.max_false_reject != MAX_FALSE_REJECT:
+            raise FilterError("--max-false-reject is for --calibration reference or near_miss; the random-pair rule "
+                              "minimises expected errors and would ignore it")
         if self.reference:
             from mtcore.data.corpus import is_parallel_prefix
 
@@ -578,6 +581,10 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
         return None, ""
     table = (read_corpus(path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1]) if cfg.reference
              else read_corpus(path) if encoder_reference(path.parent) else None)  # an encoder's may be empty
+    if table is not None and cfg.reference:  # a user's file: an empty side is no known-good pair
+        table, empty = split_empty_sides(table)
+        if len(empty):
+            log.warning("--reference %s: %d pair(s) with an empty side left out of the known-good pairs", path, len(empty))
     if table is None or len(table) < MIN_REFERENCE_PAIRS:
         message = f"{path}: {0 if table is None else len(table)} reference pairs; at least {MIN_REFERENCE_PAIRS} are needed"
         if cfg.reference:

@@ -258,9 +258,7 @@ def fit(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     steps_per_epoch = max(1, math.ceil(len(src_ids) / cfg.batch_size) // world_size)
     total = cfg.max_steps or steps_per_epoch * cfg.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / max(1, cfg.warmup), 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
-    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(cfg.warmup, total))
     model.train()
     step, t0, seen, last = 0, time.perf_counter(), 0, {}
     while step < total:
@@ -290,6 +288,14 @@ def fit(
 
 
 # --------------------------------------------------------------------------- evaluation
+
+
+def warmup_cosine(warmup: int, total: int):
+    """The learning-rate factor at step s: linear warm-up, then cosine decay to 0 at `total`. The warm-up is at most
+    a tenth of the run: a small corpus's 60 steps under a 100-step warm-up never passed 36 % of the rate (and its
+    pair classifier, 30 steps at 21 %, learned nothing)."""
+    warmup = max(1, min(warmup, total // 10))
+    return lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
 
 
 def retrieval_accuracy(encoder, src: list[str], tgt: list[str], langs: tuple[str, str] = ("en", "vi")) -> dict[str, float]:
