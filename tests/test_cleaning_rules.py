@@ -208,6 +208,9 @@ def test_test_overlap(tmp_path):
         (unicodedata.normalize("NFD", "Mật khẩu"), "Mật khẩu", "Mật khẩu", "Mật khẩu", {"nfc"}),
         ("Usage:\n  foo  [x]", " Cách dùng:\tfoo ", "Usage: foo [x]", "Cách dùng: foo", {"whitespace"}),
         ("_File", "_Tập tin", "File", "Tập tin", {"accelerators"}),
+        ("dog\u200b house\u00ad", "\ufeffnhà\u200f chó", "dog house", "nhà chó", {"invisible"}),  # were byte pieces
+        ("\u200b\u200b", "chó", "", "chó", {"invisible"}),  # then an `empty` reject, not `length_ratio`
+        ("می\u200cخواهم", "tôi muốn", "می\u200cخواهم", "tôi muốn", set()),  # ZWNJ is spelling in Persian
         ("&Open", "&Mở", "Open", "Mở", {"accelerators"}),
         ("Save _As", "Lưu _dạng", "Save As", "Lưu dạng", {"accelerators"}),
         ("LC_ALL is set", "LC_ALL được đặt", "LC_ALL is set", "LC_ALL được đặt", set()),  # identifier

@@ -3,6 +3,9 @@
 - `nfc`: Unicode NFC. Vietnamese is often typed with combining tone marks
   (e + U+0301); NFC makes one code point per letter, which the letter-share
   rules and the duplicate keys rely on.
+- `invisible`: invisible format characters are removed (zero-width space, a BOM inside a
+  file, soft hyphen, bidi marks; `mtcore.nmt.tokenizer.INVISIBLE`), as the tokenizer removes
+  them: they carry no text, and the tokenizer made byte pieces of them.
 - `whitespace`: every run of whitespace (newlines and Unicode spaces
   included) becomes one space; leading/trailing whitespace is stripped.
   Multi-line gettext help text becomes one line, which is what an MT model
@@ -28,7 +31,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mtcore.nmt.tokenizer import INVISIBLE
+
 _WS_RE2 = r"[\s\p{Zs}\x{2028}\x{2029}\x{85}]+"
+_INVISIBLE_RE2 = "[" + "".join(f"\\x{{{ord(c):04X}}}" for c in INVISIBLE) + "]"
 
 # One accelerator: the marker followed by a letter/digit; `&&`/`__` are escaped literals.
 _GTK = re.compile(r"(?<!_)_(?=[^\W_])")
@@ -40,6 +46,7 @@ _KDE = re.compile(r"(?<!&)&(?=[^\W_])(?![A-Za-z][A-Za-z0-9]{1,8};|#\d+;|#[xX][0-
 @dataclass(frozen=True)
 class NormalizeConfig:
     nfc: bool = True
+    invisible: bool = True
     whitespace: bool = True
     accelerators: bool = True
 
@@ -119,6 +126,10 @@ def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig()) -
     if cfg.nfc:
         s2, t2 = _nfc(src), _nfc(tgt)
         counts["nfc"] = _changed(src, tgt, s2, t2)
+        src, tgt = s2, t2
+    if cfg.invisible:
+        s2, t2 = (pc.replace_substring_regex(a, _INVISIBLE_RE2, "") for a in (src, tgt))
+        counts["invisible"] = _changed(src, tgt, s2, t2)
         src, tgt = s2, t2
     if cfg.whitespace:
         s2 = pc.utf8_trim_whitespace(pc.replace_substring_regex(src, _WS_RE2, " "))

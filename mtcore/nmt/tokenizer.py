@@ -26,6 +26,11 @@ RESERVED_SYMBOLS = (BT_TAG, NEWLINE, *PLACEHOLDERS)
 
 
 _WHITESPACE = re.compile(r"\s+")  # Unicode whitespace: \t \n \xa0, every Zs, U+2028/2029, U+0085
+# Invisible format characters that carry no text: zero-width space, word joiner, BOM / zero-width no-break space,
+# soft hyphen, left/right-to-left marks, bidi embeddings and isolates. Removed (the cleaning stage too); they
+# became byte pieces. ZWJ/ZWNJ stay: Persian, Indic scripts and emoji need them.
+INVISIBLE = "\u200b\u2060\ufeff\u00ad\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
 
 
 class TokenizerError(MtcoreError, ValueError):
@@ -33,14 +38,14 @@ class TokenizerError(MtcoreError, ValueError):
 
 
 def normalize(text: str) -> str:
-    """NFC, and every run of whitespace (newlines, tabs, Unicode spaces) as one space.
+    """NFC, no invisible format characters, and every run of whitespace (newlines, tabs, Unicode spaces) as one space.
 
     The same rule as the cleaning stage's `whitespace` normalisation, applied wherever text meets
     the tokenizer (training, dev and test sets, translation input), so that a model never sees at
     inference a token its training text could not contain: a dev set read raw kept newlines and
     tabs that the cleaned training set had folded into spaces.
     """
-    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    return _WHITESPACE.sub(" ", _INVISIBLE.sub("", unicodedata.normalize("NFC", text))).strip()
 
 
 def denormalize(text: str) -> str:
