@@ -88,6 +88,11 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     synthetic = table.filter(table["synthetic"])
     assert len(synthetic) > 0 and not any(BT_TAG in s for s in synthetic["src"].to_pylist())
     assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False, reuse_from=str(out))).reused == list(STAGES)
+    # The same rerun without --reuse-from reuses them too (it compared with no donor and made all 7 again)
+    assert run_backtranslation(config(bt_inputs, beam_out, mode="beam", tag=False)).reused == list(STAGES)
+    # A run reusing that one follows the chain to the stages it borrowed (it cleaned, aligned and trained again)
+    chained = run_backtranslation(config(bt_inputs, tmp_path / "bt-chain", mode="beam", tag=False, reuse_from=str(beam_out)))
+    assert chained.reused == list(STAGES[:-1])
     # A ratio too small for any sentence: said as such (it read "none of its sentences is left", blaming the text)
     with pytest.raises(BTError, match=r"--ratio 0.001 × \d+ real pairs leaves a budget of 0 sentences"):
         run_backtranslation(config(bt_inputs, tmp_path / "bt-tiny-ratio", mode="beam", tag=False, reuse_from=str(out), ratio=0.001))

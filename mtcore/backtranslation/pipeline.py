@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from mtcore import checks
 from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.reverse import EXPERIMENT
-from mtcore.backtranslation.stages import MARKER, Donor, StageDir, check_output
+from mtcore.backtranslation.stages import MARKER, Donor, StageDir, check_output, recorded_donor, remove_outputs
 from mtcore.data.corpus import read_corpus, write_parquet
 from mtcore.runs import write_data_pointer
 from mtcore.data.ledger import StageReport, rejects_table, write_report
@@ -335,7 +335,7 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
     stages = {name: StageDir(root, f"{i + 1:02d}_{name}", settings[name]) for i, name in enumerate(STAGES)}
     check_output(list(stages.values()), cfg.overwrite)
     # assemble is never borrowed: it is cheap, and OUT/_data.json points at this run's own augmented set
-    donor = Donor(cfg.reuse_from, stages, settings, borrowable=STAGES[:-1])
+    donor = Donor(cfg.reuse_from or recorded_donor(root), stages, settings, borrowable=STAGES[:-1])
     if stale := donor.drop_stale(root, list(stages.values())):
         log.warning("%s: the stages this run took from another run have changed since; made again: %s", root, stale)
 
@@ -381,6 +381,8 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         translated = run("backtranslate", stage_translate, selected, checkpoint) / "translated.parquet"
         threshold = reports["align_filter"].get("threshold") if cfg.align_score == "cosine" else None
         synthetic = run("synthetic_filter", stage_synthetic_filter, translated, threshold) / "kept.parquet"
+        if not stages["assemble"].done:
+            remove_outputs(root)  # another augmented set is coming: the last one's exports and pointer go now
         assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
     except BaseException as err:
         if tracked is not None:

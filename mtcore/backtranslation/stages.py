@@ -51,16 +51,28 @@ class StageDir:
 class Donor:
     """Another run's output (`--reuse-from`) whose finished stages with this run's settings are used in place.
 
-    Which of its stages were used, and a digest of each one's marker, are written to OUT/_borrowed.json:
-    if the donor's stages change afterwards (a rerun with --overwrite, a deletion), the stages this run
-    made from them are stale and are made again."""
+    Which of its stages were used, a digest of each one's marker, and the donor's path are written to
+    OUT/_borrowed.json: if the donor's stages change afterwards (a rerun with --overwrite, a deletion), the
+    stages this run made from them are stale and are made again. A rerun without --reuse-from checks
+    against the recorded donor (it compared with no donor, found every stage changed and made all 7 again).
+    A donor's stages include those it borrowed itself, so reuse follows a chain of runs."""
 
     RECORD = "_borrowed.json"
 
     def __init__(self, donor_root: str, local: dict[str, StageDir], settings: dict[str, dict], borrowable: tuple[str, ...]):
-        root = Path(donor_root).absolute() if donor_root else None
-        self.stages = {n: StageDir(root, local[n].path.name, settings[n]) for n in borrowable} if root else {}
+        self.local, self.settings, self.borrowable = local, settings, borrowable
+        self.root = Path(donor_root).absolute() if donor_root else None
+        self.stages = self._stages_of(self.root) if self.root else {}
         self.used: dict[str, str] = {}
+
+    def _stages_of(self, root: Path, depth: int = 0) -> dict[str, StageDir]:
+        """The finished stages `root` offers with this run's settings: its own, and those it borrowed."""
+        own = {n: StageDir(root, self.local[n].path.name, self.settings[n]) for n in self.borrowable}
+        offered = {n: st for n, st in own.items() if st.done}
+        donor, _ = _record(root)
+        if donor is not None and depth < 8 and donor != root:
+            offered = {**self._stages_of(donor, depth + 1), **offered}
+        return offered
 
     def offers(self, name: str) -> bool:
         return name in self.stages and self.stages[name].done
@@ -72,23 +84,43 @@ class Donor:
 
     def drop_stale(self, root: Path, local: list[StageDir]) -> list[str]:
         """Remove this run's own finished stages if a stage they were made from has changed; their names."""
-        record = root / self.RECORD
-        if not record.is_file():
+        donor, before = _record(root)
+        if not before or (donor is None and self.root is None):  # an old record, no donor named: nothing to check
             return []
-        before = json.loads(record.read_text())
-        now = {n: _digest(self.stages[n]) for n in before if self.offers(n)}
+        stages = self._stages_of(donor) if donor is not None else self.stages
+        now = {n: _digest(stages[n]) for n in before if n in stages and stages[n].done}
         if now == before:
             return []
         dropped = [s.name for s in local if s.path.exists()]
         for s in local:
             if s.path.exists():
                 shutil.rmtree(s.path)
-        record.unlink()
+        (root / self.RECORD).unlink()
         return dropped
 
     def write_record(self, root: Path) -> None:
         if self.used:
-            (root / self.RECORD).write_text(json.dumps(self.used, indent=2) + "\n")
+            body = {"donor": str(self.root), "stages": self.used}
+            (root / self.RECORD).write_text(json.dumps(body, indent=2) + "\n")
+
+
+def recorded_donor(root: Path) -> str:
+    """The run whose stages `root` used (its last --reuse-from), "" if none: a rerun without --reuse-from uses them
+    again, as the README's "a rerun with the same --output reuses finished stages" says."""
+    donor, _ = _record(root)
+    return str(donor) if donor is not None else ""
+
+
+def _record(root: Path) -> tuple[Path | None, dict[str, str]]:
+    """(donor path, {stage: marker digest}) of `root`'s _borrowed.json; (None, {}) without one. A record written
+    before the donor was kept in it is the digests alone."""
+    path = root / Donor.RECORD
+    if not path.is_file():
+        return None, {}
+    body = json.loads(path.read_text())
+    if isinstance(body.get("stages"), dict):
+        return Path(body["donor"]), body["stages"]
+    return None, body
 
 
 def _digest(stage: StageDir) -> str:
@@ -106,3 +138,14 @@ def check_output(stages: list[StageDir], overwrite: bool) -> None:
         for s in stages:
             if s.path.exists():
                 shutil.rmtree(s.path)
+        remove_outputs(stages[0].path.parent)
+        (stages[0].path.parent / Donor.RECORD).unlink(missing_ok=True)  # every stage is made here again
+
+
+def remove_outputs(root: Path) -> None:
+    """The job's files made from its stages: the text exports of the augmented set, report.json and the data
+    pointer. Left behind by a redo, they contradicted the new set (1,185 exported lines beside 597 rows, a
+    pointer to a deleted stage after an interrupted --overwrite)."""
+    for path in [*root.glob("augmented.*"), root / "report.json", root / "_data.json"]:
+        if path.is_file():
+            path.unlink()
