@@ -255,7 +255,7 @@ class TrainConfig:
         for name in ("max_tokens", "accumulation", "warmup", "max_epochs", "log_every", "beam", "max_len", "average_every"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be positive")
-        for name in ("max_steps", "validate_every", "patience", "dev_limit", "max_len_b", "average_last"):
+        for name in ("max_steps", "validate_every", "patience", "dev_limit", "max_len_b", "average_last", "seed"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"`{name}` ({getattr(self, name)}) must be >= 0")
         if not 0.0 <= self.label_smoothing < 1.0:

@@ -99,3 +99,26 @@ def test_onprem_uses_the_local_provider():
     # The local provider runs every listed machine: one node type, as many workers as worker_ips.
     (node_type,) = cfg["available_node_types"].values()
     assert node_type["min_workers"] == node_type["max_workers"] == len(cfg["provider"]["worker_ips"])
+
+
+@pytest.mark.parametrize("address, message", [
+    ("127.0.0.1:1", "error: RAY_ADDRESS=127.0.0.1:1: no Ray cluster answers there (Connection refused); start one "
+                    "(ray start --head, ray up cluster.yaml) or unset RAY_ADDRESS to run on this machine"),
+    ("http://127.0.0.1:8265", "error: RAY_ADDRESS=http://127.0.0.1:8265 is the address of the Ray Jobs API: submit "
+                              "the script with `ray job submit --address http://127.0.0.1:8265 -- python ...`, or set "
+                              "RAY_ADDRESS to the cluster (auto, or HOST:6379) to run it as a driver on a node"),
+])
+def test_a_ray_address_no_driver_can_join_is_one_line_in_seconds(tmp_path, address, message):
+    """Ray's own attempts at a dead RAY_ADDRESS took about 14 minutes and 60 warning lines before their error;
+    the Jobs API address was a traceback."""
+    import os
+    import subprocess
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"RAY_ADDRESS": address,
+                                                                              "MTCORE_HOME": str(tmp_path)}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "experiments/train_transformer.py", "--print-config"], env=env,
+                         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and time.monotonic() - t0 < 60
+    assert out.stderr.strip().splitlines() == [message]

@@ -128,6 +128,11 @@ def test_overrides_take_the_type_their_field_declares(raw, key, expected):
     ("train.time_budget_min=-1", "override 'train.time_budget_min=-1': time_budget_min must be >= 0"),
     ("jobs.workers=1", "(or 'job.' in a training job); did you mean `job.workers`?"),
     ("job.workers", "override 'job.workers' must look like key=value"),
+    # found by a review: accepted, then each worker failed after start-up (retried 3 times), or a path escaped runs/
+    ("train.seed=-1", "`seed` (-1) must be >= 0"),
+    ("job.vocab_size=0", "`job.vocab_size` (0) must be >= 16"),
+    ("model.vocab_size=100", "`model.vocab_size` (100) is the tokenizer's, which `job.vocab_size` (8000) sizes"),
+    ("job.run_name=../escaped", "`job.run_name` '../escaped': a run name is one folder name"),
 ])
 def test_bad_overrides_name_the_key(raw, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as err:

@@ -350,3 +350,46 @@ def test_cli_takes_overrides_anywhere_and_checks_the_seed(capsys):
     assert "--average 1" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="search.seed"):
         SearchConfig(seed=-1)
+
+
+@pytest.mark.parametrize("overrides, space, message", [
+    (["job.workers=1"], None, "job.workers is set per trial by the search; use --workers-per-trial"),
+    (["job.run_name=mine", "job.experiment=x"], None, "job.run_name, job.experiment is set per trial by the search"),
+    ([], "train.lr_scale: {loguniform: [1e-1, 2]}\n", None),  # 1e-1, text to YAML 1.1, is the number it means
+    ([], "train.lr_scale: {loguniform: [.nan, 2]}\n", "loguniform needs [low, high] numbers"),
+])
+def test_search_settings_a_review_found_accepted_or_refused_wrongly(tmp_path, overrides, space, message):
+    from mtcore.config import ConfigError
+    from mtcore.distributed.tune.space import TuneJob
+
+    path = None
+    if space is not None:
+        path = tmp_path / "space.yaml"
+        path.write_text(space)
+    if message is None:
+        job = TuneJob.load(Path(__file__).resolve().parents[1] / "experiments/configs/tune_tiny.yaml", overrides, space_file=path)
+        assert job.search.space[0].values == (0.1, 2)
+        return
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        TuneJob.load(Path(__file__).resolve().parents[1] / "experiments/configs/tune_tiny.yaml", overrides, space_file=path)
+
+
+@pytest.mark.parametrize("asha, message", [
+    ({"grace_period": "100"}, "`search.asha.grace_period` must be an integer"),
+    ({"reduction_factor": 2.5}, "`search.asha.reduction_factor` must be an integer"),
+    ({"grace_period": 100, "max_t": 50}, "`search.asha.max_t` (50) is below `grace_period` (100)"),
+])
+def test_asha_settings_are_checked(asha, message):
+    from mtcore.config import ConfigError
+    from mtcore.distributed.tune.space import AshaConfig
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        AshaConfig(**asha)
+
+
+def test_a_search_time_budget_must_be_finite():
+    from mtcore.config import ConfigError
+    from mtcore.distributed.tune.space import SearchConfig
+
+    with pytest.raises(ConfigError, match="must be a finite number"):
+        SearchConfig.from_dict({"time_budget_min": float("nan")})

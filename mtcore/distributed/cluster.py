@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
+
+from mtcore.errors import MtcoreError
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +34,18 @@ def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None
     address = os.environ.get("RAY_ADDRESS", "").strip()
     if address.startswith(("http://", "https://")):
         # The Jobs API address that `ray job submit` takes, not one a driver can connect to.
-        raise RuntimeError(
+        raise ClusterError(
             f"RAY_ADDRESS={address} is the address of the Ray Jobs API: submit the script with "
             f"`ray job submit --address {address} -- python ...`, or set RAY_ADDRESS to the cluster "
             "(auto, or HOST:6379) to run it as a driver on a node"
         )
     if address:
+        check_reachable(address)
         ray.init(address=address, log_to_driver=not quiet, runtime_env={"env_vars": _forwarded_env()})
         log.info("connected to Ray cluster at %s", address)
     else:
         ray.init(
-            num_cpus=num_cpus or os.cpu_count() or 1,
+            num_cpus=num_cpus or local_cpus(),
             include_dashboard=False,
             object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
             log_to_driver=not quiet,
@@ -50,6 +54,41 @@ def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None
             logging_level=logging.WARNING,
         )
     return ray
+
+
+class ClusterError(MtcoreError, RuntimeError):
+    """RAY_ADDRESS names no cluster a driver can join."""
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A HOST:PORT that answers a TCP connection within seconds; Ray's own attempts at a dead address take
+    about 14 minutes (20 rounds of "Failed to connect to GCS") before their error. `auto` is Ray's to find."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit() or address.startswith("ray://"):
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ClusterError(f"RAY_ADDRESS={address}: no Ray cluster answers there ({err.strerror or err}); start one "
+                           f"(ray start --head, ray up cluster.yaml) or unset RAY_ADDRESS to run on this machine") from None
+
+
+def local_cpus() -> int:
+    """The CPUs this process may use: its affinity mask (a container's cpuset), capped by a cgroup v2 CPU quota
+    (`docker --cpus=2`). os.cpu_count() is the host's, and a search sized by it asked for CPUs that are not there."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
 
 
 def _forwarded_env() -> dict[str, str]:
@@ -61,7 +100,7 @@ def _forwarded_env() -> dict[str, str]:
 def available_cpus() -> int:
     import ray
 
-    return int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else (os.cpu_count() or 1)
+    return int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else local_cpus()
 
 
 def available_gpus() -> int:

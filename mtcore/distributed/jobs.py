@@ -73,9 +73,14 @@ class JobConfig:
                 object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
         if self.use_gpu not in ("auto", "yes", "no"):
             raise ConfigError(f"`job.use_gpu` must be auto, yes or no, not {self.use_gpu!r}")
-        for name in ("train_limit", "vocab_size", "workers", "max_failures", "test_limit", "fail_at_step"):
+        for name in ("train_limit", "workers", "max_failures", "test_limit", "fail_at_step"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"`job.{name}` ({getattr(self, name)}) must be >= 0")
+        if self.vocab_size < 16:
+            raise ConfigError(f"`job.vocab_size` ({self.vocab_size}) must be >= 16 (the tokenizer's size)")
+        if self.run_name and not re.fullmatch(r"[\w.+-]+", self.run_name) or self.run_name in (".", ".."):
+            raise ConfigError(f"`job.run_name` {self.run_name!r}: a run name is one folder name (letters, digits, "
+                              "_ . + -); runs are kept under runs/ray_train/NAME")
         if self.test_beam < 1:
             raise ConfigError(f"`job.test_beam` ({self.test_beam}) must be >= 1")
         if self.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", self.corpus_langs):
@@ -143,6 +148,9 @@ class TrainingJob:
         data, rest = apply_early_overrides(data, overrides)
         job = cls.from_dict(data, str(path or "<defaults>"), gpus).with_overrides(rest).check_languages()
         job.run.check_positions()
+        if job.run.model.vocab_size and job.run.model.vocab_size != job.job.vocab_size:  # workers failed on it, retried
+            raise ConfigError(f"{path or '<defaults>'}: `model.vocab_size` ({job.run.model.vocab_size}) is the "
+                              f"tokenizer's, which `job.vocab_size` ({job.job.vocab_size}) sizes: set that one")
         return job
 
     def with_overrides(self, overrides: list[str]) -> "TrainingJob":

@@ -21,7 +21,7 @@ from typing import Any
 
 
 from mtcore.errors import MtcoreError
-from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig, load_yaml
+from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig, load_yaml, yaml11_float
 from mtcore.distributed.jobs import TrainingJob, apply_early_overrides
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class Param:
             raise ConfigError(f"{where}: unknown kind {kind!r}; choose from {list(KINDS)}")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}: {kind} needs a non-empty list, got {values!r}")
+        values = [_number_or_text(v) for v in values]  # YAML 1.1 reads 1e-4 as text; a job file takes it as a number
         if kind in ("uniform", "loguniform", "randint"):
             if len(values) != 2 or not all(_is_number(v) for v in values):
                 raise ConfigError(f"{where}: {kind} needs [low, high] numbers, got {values!r}")
@@ -105,8 +106,28 @@ class Param:
         return self.key.split(".", 1)[1]
 
 
+# Job keys each trial sets for itself: in a search they were accepted and silently replaced.
+TRIAL_KEYS = {"workers": "--workers-per-trial", "use_gpu": "--gpus-per-worker", "run_name": "search.name",
+              "experiment": "search.experiment"}
+
+
+def _refuse_trial_keys(job: dict, source: str) -> None:
+    given = [k for k in job if k in TRIAL_KEYS]
+    if given:
+        raise ConfigError(f"{source}: {', '.join(f'job.{k}' for k in given)} is set per trial by the search; use "
+                          f"{', '.join(TRIAL_KEYS[k] for k in given)}")
+
+
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _number_or_text(v: Any) -> Any:
+    """`1e-4` (which YAML 1.1 leaves a string) as the float it is; anything else as it is."""
+    if isinstance(v, str):
+        number = yaml11_float(v)
+        return v if number is None else number
+    return v
 
 
 @dataclass(frozen=True)
@@ -119,8 +140,15 @@ class AshaConfig:
     max_t: int = 0  # 0 = train.max_steps, or unbounded when runs stop on a time budget
 
     def __post_init__(self):
-        if self.metric not in RUNG_METRICS:
+        for name in ("grace_period", "reduction_factor", "max_t"):  # "100" or 2.5 failed deep in Tune, or ran
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"`search.asha.{name}` must be an integer, got {value!r}")
+        if not isinstance(self.metric, str) or self.metric not in RUNG_METRICS:
             raise ConfigError(f"`search.asha.metric` {self.metric!r}: choose from {list(RUNG_METRICS)}")
+        if self.max_t and self.max_t < self.grace_period:
+            raise ConfigError(f"`search.asha.max_t` ({self.max_t}) is below `grace_period` ({self.grace_period}): "
+                              "no trial could reach a rung")
         if self.grace_period < 0 or self.max_t < 0:
             raise ConfigError("`search.asha.grace_period` and `search.asha.max_t` must be >= 0")
         if self.reduction_factor < 2:
@@ -163,8 +191,8 @@ class SearchConfig:
                 f"`search.gpus_per_worker` ({self.gpus_per_worker}) must be 0 or 1: each Train worker "
                 "holds a whole GPU (fractional sharing is not supported by mtcore.distributed.ray_training)"
             )
-        if self.time_budget_min < 0:
-            raise ConfigError(f"`search.time_budget_min` ({self.time_budget_min}) must be >= 0")
+        if not self.time_budget_min >= 0 or not math.isfinite(self.time_budget_min):  # nan meant "no budget"
+            raise ConfigError(f"`search.time_budget_min` ({self.time_budget_min}) must be a finite number >= 0")
         if self.search == "optuna" and any(p.kind == "grid" for p in self.space):
             raise ConfigError("`grid` keys need the random search; use `choice` with optuna")
         if self.start_from_base and any(p.kind == "grid" for p in self.space):
@@ -194,8 +222,10 @@ class SearchConfig:
                 raise ConfigError(f"`search.{key}` must be {typ.__name__}, got {d[key]!r}")
         if "start_from_base" in d and not isinstance(d["start_from_base"], bool):
             raise ConfigError(f"`search.start_from_base` must be true or false, got {d['start_from_base']!r}")
+        if "time_budget_min" in d:
+            d["time_budget_min"] = _number_or_text(d["time_budget_min"])
         if "time_budget_min" in d and not _is_number(d["time_budget_min"]):
-            raise ConfigError(f"`search.time_budget_min` must be a number, got {d['time_budget_min']!r}")
+            raise ConfigError(f"`search.time_budget_min` must be a finite number, got {d['time_budget_min']!r}")
         params = tuple(Param.from_yaml(str(k), v) for k, v in space.items())
         return cls(space=params, asha=AshaConfig(**asha), **d)
 
@@ -244,6 +274,7 @@ class TuneJob:
             search = SearchConfig.from_dict(d.pop("search"))
         except ConfigError as err:
             raise ConfigError(f"{source}: {err}") from None
+        _refuse_trial_keys(d.get("job") or {}, source)
         job = cls(TrainingJob.from_dict(d, source), search)
         try:
             validate_space(job.base, job.search.space)
@@ -272,6 +303,8 @@ class TuneJob:
 
     def with_overrides(self, overrides: list[str] = (), **search_overrides) -> TuneJob:
         """`job.*`/`model.*`/`train.*` overrides of the base, and search settings by name; re-validated."""
+        _refuse_trial_keys({o.split("=", 1)[0].removeprefix("job."): None for o in overrides if o.startswith("job.")},
+                           "the command line")
         base = self.base.with_overrides(list(overrides)) if overrides else self.base
         search = self.search.with_overrides(**search_overrides)
         validate_space(base, search.space)
