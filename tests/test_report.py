@@ -76,8 +76,8 @@ def test_one_experiment_and_files(store, tmp_path):
     board = report.build(store, "tune_transformer")
     assert board.experiments == ["tune_transformer"]
     assert [r.run_name for r in board.ranked] == ["t00000-h8"]
-    # With one experiment named, every run of it is shown: the search's parent has no test BLEU.
-    assert sorted(r.run_name for r in board.unscored) == ["t00001-h2", "tune-transformer-heads"]
+    # With one experiment named too, the search's own run is not listed as a run without BLEU: its trials are
+    assert [r.run_name for r in board.unscored] == ["t00001-h2"] and board.other_runs == {"tune_transformer": 1}
     md, page = report.write(board, tmp_path / "out", ui_url="http://127.0.0.1:5000")
     md_text, html_text = md.read_text(), page.read_text()
     assert md_text.startswith("# Leaderboard by test BLEU")
@@ -85,7 +85,7 @@ def test_one_experiment_and_files(store, tmp_path):
     link = f"http://127.0.0.1:5000/#/experiments/{board.ranked[0].experiment_id}/runs/{run_id}"
     assert f"| 1 | tune_transformer | [t00000-h8]({link}) | 9.00 |" in md_text
     assert f'<a href="{link}">t00000-h8</a>' in html_text and "<td>9.00</td>" in html_text
-    assert "<h2>Without test BLEU (2)</h2>" in html_text
+    assert "<h2>Without test BLEU (1)</h2>" in html_text
 
 
 def test_mixed_signatures_are_flagged(mlflow_uri):
@@ -118,3 +118,24 @@ def test_cli(store, tmp_path, capsys):
     assert report.main(["--experiment", "nope", "--output", str(tmp_path / "rep2")]) == 2
     assert "error: experiment 'nope' not found" in capsys.readouterr().err
     assert not (tmp_path / "rep2").exists()
+
+
+def test_only_comparable_finished_runs_are_ranked_together(mlflow_uri):
+    """A review's store: a reverse (vi→en) model and a run on 20 test pairs ranked above en→vi runs on all pairs, a
+    FAILED run ranked, and a NaN BLEU broke the order (30 ranked above 40)."""
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = tracking.setup("train_transformer").get_experiment_by_name("train_transformer").experiment_id
+    tags = {"sacrebleu.bleu_signature": SIG}
+    _run(client, exp, "a30", metrics={"test/bleu": 30.0}, params=PARAMS, tags=tags)
+    _run(client, exp, "nan", metrics={"test/bleu": float("nan")}, params=PARAMS, tags=tags)
+    _run(client, exp, "b40", metrics={"test/bleu": 40.0}, params=PARAMS, tags=tags)
+    _run(client, exp, "failed50", metrics={"test/bleu": 50.0}, params=PARAMS, tags=tags, status="FAILED")
+    _run(client, exp, "reverse60", metrics={"test/bleu": 60.0}, tags=tags,
+         params=PARAMS | {"model.src_lang": "vi", "model.tgt_lang": "en"})
+    _run(client, exp, "few70", metrics={"test/bleu": 70.0}, params=PARAMS | {"job.test_limit": "20"}, tags=tags)
+    board = report.build(mlflow_uri, "train_transformer")
+    ranked = [(rank, r.run_name) for rank, r in zip(board.ranks(), board.ranked)]
+    assert ranked == [("1", "b40"), ("2", "a30"), ("1", "few70"), ("1", "reverse60")]  # a rank per direction and test set
+    assert [r.run_name for r in board.ranked if r.group == ("en→vi", "t.parquet")] == ["b40", "a30"]
+    assert {r.run_name for r in board.unscored} == {"nan", "failed50"}
+    assert "Ranked within each direction and test set" in report.to_text(board)

@@ -58,6 +58,12 @@ class Row:
     commit: str
     signature: str
     parent: str = ""  # the Tune search a trial belongs to
+    test_set: str = ""  # the test file, and how many of its pairs were decoded: BLEU compares within one
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """What makes two test BLEUs comparable besides the signature: the direction and the test pairs."""
+        return self.direction, self.test_set
 
     def cells(self, rank: str) -> list[str]:
         return [rank, self.experiment, self.run_name, _num(self.test_bleu), _num(self.test_chrf), _num(self.dev_bleu),
@@ -71,6 +77,20 @@ class Leaderboard:
     ranked: list[Row] = field(default_factory=list)  # by test BLEU, best first
     unscored: list[Row] = field(default_factory=list)  # training runs without test BLEU
     other_runs: dict[str, int] = field(default_factory=dict)  # experiment -> runs that are not translation models
+
+    def ranks(self) -> list[str]:
+        """Each ranked row's rank within its group (direction, test set): a vi→en reverse model scored on 500 test
+        pairs ranked #1 above the en→vi models, on other pairs."""
+        seen: dict[tuple[str, str], int] = {}
+        out = []
+        for r in self.ranked:
+            seen[r.group] = seen.get(r.group, 0) + 1
+            out.append(str(seen[r.group]))
+        return out
+
+    @property
+    def groups(self) -> list[tuple[str, str]]:
+        return list(dict.fromkeys(r.group for r in self.ranked))
 
     @property
     def signatures(self) -> dict[str, int]:
@@ -116,6 +136,12 @@ def _is_translation_run(run) -> bool:
     return TEST_BLEU in run.data.metrics or DEV_BLEU in run.data.metrics or "job.test_data" in run.data.params
 
 
+def _test_set(params: dict) -> str:
+    data = Path(params.get("job.test_data", "") or "").name or "?"
+    limit = params.get("job.test_limit", "0")
+    return f"{data} (first {limit})" if limit not in ("0", "", None) else data
+
+
 def _best(client, run, key: str) -> float | None:
     if key not in run.data.metrics:
         return None
@@ -146,7 +172,7 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
         runs = client.search_runs([exp.experiment_id], max_results=5000, order_by=["attributes.start_time ASC"])
         names = {r.info.run_id: r.info.run_name for r in runs}
         for run in runs:
-            if experiment is None and not _is_translation_run(run):
+            if not _is_translation_run(run):
                 board.other_runs[exp.name] = board.other_runs.get(exp.name, 0) + 1
                 continue
             p, m, t = run.data.params, run.data.metrics, run.data.tags
@@ -158,9 +184,12 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
                 direction=f"{src}→{tgt}" if src and tgt else "", settings=_settings(p),
                 data_version=t.get("mtcore.data_version", ""), commit=t.get("mtcore.git_commit", ""),
                 signature=t.get(BLEU_SIGNATURE, ""), parent=names.get(t.get("mlflow.parentRunId", ""), ""),
+                test_set=_test_set(p),
             )
-            (board.ranked if row.test_bleu is not None else board.unscored).append(row)
-    board.ranked.sort(key=lambda r: (-r.test_bleu, r.experiment, r.run_name))
+            scored = row.test_bleu is not None and math.isfinite(row.test_bleu) and row.status == "FINISHED"
+            (board.ranked if scored else board.unscored).append(row)  # a failed or killed run's BLEU is no result
+    order = {g: i for i, g in enumerate(sorted({r.group for r in board.ranked}))}
+    board.ranked.sort(key=lambda r: (order[r.group], -r.test_bleu, r.experiment, r.run_name))
     return board
 
 
@@ -173,6 +202,9 @@ def _run_link(ui_url: str | None, row: Row) -> str | None:
 
 def _footer(board: Leaderboard) -> list[str]:
     lines = []
+    if len(board.groups) > 1:
+        lines.append("Ranked within each direction and test set (BLEU on other pairs is not comparable): "
+                     + "; ".join(f"{d or '?'} on {t}" for d, t in board.groups))
     sigs = board.signatures
     if len(sigs) > 1:
         lines.append("Warning: these BLEU scores come from different sacreBLEU signatures and are not comparable:")
@@ -202,7 +234,7 @@ def to_text(board: Leaderboard) -> str:
 
     out = [f"Leaderboard by test BLEU — {board.store} — experiments: {', '.join(board.experiments) or '(none)'}", ""]
     if board.ranked:
-        out += table(HEADERS, [r.cells(str(i)) for i, r in enumerate(board.ranked, 1)])
+        out += table(HEADERS, [r.cells(rank) for rank, r in zip(board.ranks(), board.ranked)])
     else:
         out.append("No run has a test BLEU yet.")
     if board.unscored:
@@ -224,8 +256,8 @@ def to_markdown(board: Leaderboard, ui_url: str | None = None) -> str:
 
     out = ["# Leaderboard by test BLEU", "", f"Store: `{board.store}`; experiments: {', '.join(board.experiments) or '(none)'}", ""]
     rows = []
-    for i, r in enumerate(board.ranked, 1):
-        cells = r.cells(str(i))
+    for rank, r in zip(board.ranks(), board.ranked):
+        cells = r.cells(rank)
         link = _run_link(ui_url, r)
         if link:
             cells[2] = f"[{cells[2]}]({link})"
@@ -261,7 +293,7 @@ def to_html(board: Leaderboard, ui_url: str | None = None) -> str:
         f"<p>Store: <code>{e(board.store)}</code>; experiments: {e(', '.join(board.experiments) or '(none)')}</p>",
     ]
     if board.ranked:
-        parts.append(table(HEADERS, [r.cells(str(i)) for i, r in enumerate(board.ranked, 1)],
+        parts.append(table(HEADERS, [r.cells(rank) for rank, r in zip(board.ranks(), board.ranked)],
                            [_run_link(ui_url, r) for r in board.ranked]))
     else:
         parts.append("<p>No run has a test BLEU yet.</p>")
