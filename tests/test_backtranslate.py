@@ -65,6 +65,7 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     assert all(s.startswith(f"{BT_TAG} ") for s in synthetic["src"].to_pylist())  # tag on every synthetic source
     assert not any(BT_TAG in s for s in real["src"].to_pylist())  # and on no real one
     assert len(set(table["id"].to_pylist())) == len(table)
+    assert all(i.startswith("bt:") and o.startswith("bt:") for i, o in zip(synthetic["id"].to_pylist(), synthetic["origin"].to_pylist()))
 
     again = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
     assert again.reused == list(STAGES)  # idempotent: nothing is redone

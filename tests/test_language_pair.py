@@ -228,3 +228,22 @@ def test_the_embedded_held_out_sets_guard_a_vi_en_corpus_too():
     vi_en = pa.table({"src": test["tgt"], "tgt": test["src"], "origin": test["origin"], "id": test["id"]})
     _, rejects, _ = clean_table(vi_en, load_config().with_languages("vi", "en"))
     assert rejects["reason"].to_pylist().count("test_overlap") >= 45
+
+
+def test_an_augmented_set_cannot_train_the_direction_its_synthetic_side_would_be_the_target(tmp_path, caplog):
+    """A vi→en model on the main job's output learned to write noised `<bt>` English; a train_limit took only real rows."""
+    from mtcore.config import ConfigError
+    from mtcore.data.corpus import write_parquet
+    from mtcore.distributed import ray_training
+
+    rows = [("Open the file", "Mở tệp", False), ("Save as", "Lưu thành", False), ("<bt> the file open", "Mở tệp ra", True)]
+    path = write_parquet(pa.table({"src": [r[0] for r in rows], "tgt": [r[1] for r in rows], "origin": ["a"] * 3,
+                                   "id": ["a:1", "a:2", "bt:m:1"], "synthetic": [r[2] for r in rows]}), tmp_path / "aug.parquet")
+    common = [f"job.train_data={path}", f"job.dev_data={path}", f"job.test_data={path}"]
+    with pytest.raises(ConfigError, match="its 1 synthetic pairs have machine-made en sides"):
+        ray_training.load_pairs(str(path), TrainingJob.load(None, ["model.src_lang=vi", "model.tgt_lang=en", *common]))
+    en_vi = TrainingJob.load(None, common)
+    assert len(ray_training.load_pairs(str(path), en_vi)) == 3
+    with caplog.at_level("WARNING", logger="mtcore.distributed.ray_training"):
+        assert len(ray_training.load_pairs(str(path), en_vi, limit=2)) == 2
+    assert "none of its 1 synthetic pairs is trained on" in caplog.text

@@ -280,6 +280,10 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
     write_parquet(kept, out / "kept.parquet")
     write_parquet(rejects, out / "rejects.parquet")
     report = StageReport.from_tables("synthetic_filter", len(pairs), kept, rejects, cosine_threshold=used, tagged=cfg.tag)
+    if len(pairs) and len(kept) < 0.1 * len(pairs):  # the job would "succeed" with no synthetic data to add
+        log.warning("the synthetic filter kept %d of %d back-translations (%s): the augmented set is nearly the real "
+                    "pairs alone; a stronger reverse model (--reverse-minutes, --reverse-model) makes usable ones",
+                    len(kept), len(pairs), ", ".join(f"{k} {v}" for k, v in report.rejected.items()))
     return stage.finish(report.reconcile().to_dict())
 
 
@@ -293,6 +297,10 @@ def stage_assemble(cfg: BTConfig, stage: StageDir, aligned: Path, synthetic: Pat
     real_up = pa.concat_tables(copies)
     real_up = real_up.append_column("synthetic", pa.array([False] * len(real_up)))
     synth = read_parquet_table(synthetic).select(["src", "tgt", "origin", "id"])
+    # `bt:` marks where a synthetic row came from: a mono file named like the corpus (a/train.parquet, b/train.parquet)
+    # gave both the same ids and origins, and the set's ids were no longer unique
+    synth = synth.set_column(2, "origin", pc.binary_join_element_wise(pa.array(["bt"] * len(synth)), synth["origin"], ":"))
+    synth = synth.set_column(3, "id", pc.binary_join_element_wise(pa.array(["bt"] * len(synth)), synth["id"], ":"))
     synth = synth.append_column("synthetic", pa.array([True] * len(synth))).cast(real_up.schema)
     augmented = pa.concat_tables([real_up, synth])
     write_parquet(augmented, out / "augmented" / "part-00000.parquet")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtcore.config import ConfigError
 from mtcore.errors import Interrupted, MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.data.paths import RAW_PARALLEL
@@ -111,9 +112,31 @@ def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, s
 
     langs = columns_of(job, path)
     table = read_corpus(path, src_lang=langs[0], tgt_lang=langs[1])  # a PREFIX is PREFIX.de + PREFIX.en for de-en
+    check_synthetic_side(table, path, job, langs, limit)
     if limit:
         table = table.slice(0, limit)
     return oriented_pairs(table, job.run.model, langs)
+
+
+def check_synthetic_side(table, path: str, job: TrainingJob, langs: tuple[str, str], limit: int) -> None:
+    """An augmented set's synthetic rows have a machine-made source (a back-translation): fine for the direction it
+    was made for, wrong as the target of the other (a vi→en model learned to write noised `<bt>` English). And a
+    `job.train_limit` takes its first rows, which are the real ones: said, not silent."""
+    import pyarrow.compute as pc
+
+    if "synthetic" not in table.column_names:
+        return
+    synthetic = int(pc.sum(pc.cast(table["synthetic"], "int64")).as_py() or 0)
+    if synthetic and (job.run.model.src_lang, job.run.model.tgt_lang) == (langs[1], langs[0]):
+        raise ConfigError(f"{path}: its {synthetic:,} synthetic pairs have machine-made {langs[0]} sides "
+                          f"(back-translations into {langs[0]}); a {job.run.model.direction} model would learn to write "
+                          f"them. Train {job.run.model.direction} on the real pairs (the job's 02_align_filter/kept), or "
+                          f"{langs[0]}→{langs[1]} on this set")
+    if synthetic and limit and limit < len(table):
+        first_synthetic = int(pc.index(table["synthetic"], True).as_py())
+        if first_synthetic >= limit:
+            log.warning("%s: job.train_limit=%d takes the first rows, all real: none of its %s synthetic pairs is "
+                        "trained on", path, limit, f"{synthetic:,}")
 
 
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
