@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -22,17 +23,25 @@ def test_default_is_local_sqlite(monkeypatch, tmp_path):
     assert tracking.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
-def test_unreachable_server_falls_back_with_one_warning(monkeypatch, tmp_path):
+def test_unreachable_server_falls_back_with_one_warning(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path))
     monkeypatch.setattr(tracking, "_warned", False)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
-    with pytest.warns(RuntimeWarning, match="unreachable"):
+    with caplog.at_level("WARNING", logger="mtcore.tracking"):
         assert tracking.tracking_uri().startswith("sqlite:///")
-    import warnings
+        assert tracking.tracking_uri().startswith("sqlite:///")  # a second call does not warn again
+    assert [r.getMessage().count("unreachable; recording this run to") for r in caplog.records] == [1]
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a second call must not warn again
-        assert tracking.tracking_uri().startswith("sqlite:///")
+
+def test_the_report_never_reads_the_fallback_store(monkeypatch, tmp_path):
+    """With the environment's server down it printed the local store's leaderboard under a warning about recording."""
+    from mtcore.tracking import report
+
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path))
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", dead)
+    with pytest.raises(Exception, match=re.escape(dead)):
+        report.build()
 
 
 def test_setup_creates_experiment_and_logs_a_run(mlflow_uri):

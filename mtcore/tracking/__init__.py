@@ -19,7 +19,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import warnings
 from pathlib import Path
 
 from mtcore.data.paths import REPO_ROOT
@@ -173,12 +172,8 @@ def tracking_uri() -> str:
         return local_store_uri()
     if uri.startswith(("http://", "https://")) and not _server_reachable(uri):
         fallback = local_store_uri()
-        if not _warned:
-            warnings.warn(
-                f"MLflow tracking server {uri} is unreachable; recording this run to {fallback} instead",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        if not _warned:  # one log line (a warnings.warn showed as two: its source line too)
+            log.warning("MLflow tracking server %s is unreachable; recording this run to %s instead", uri, fallback)
             _warned = True
         return fallback
     check_credentials(uri)  # reachable but refusing us is a setting to fix, not a reason to record elsewhere

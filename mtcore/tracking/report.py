@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import html
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +156,9 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
 
     from mtcore.tracking import check_sqlite_store, require_server, tracking_uri
 
-    store = store or tracking_uri()
+    # The store named (or the environment's), never the local fallback a training run records to when a server is
+    # down: a report of another store's runs, under a warning about recording, read as this one's.
+    store = store or os.environ.get("MLFLOW_TRACKING_URI", "").strip() or tracking_uri()
     check_sqlite_store(store, must_exist=True)
     require_server(store)  # a dead server fails in seconds, not after MLflow's minutes of retries
     client = mlflow.MlflowClient(tracking_uri=store)
