@@ -200,15 +200,29 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     assert all(isinstance(t, str) for t in translator.predict(["the big cat is here"]))
 
 
-def test_start_from_base_runs_the_base_values_first(ray_local, mlflow_uri, runs_dir, toy_corpus):
+def test_start_from_base_runs_the_base_values_first(ray_local, mlflow_uri, runs_dir, toy_corpus, tmp_path):
+    """On a data job's output (`--data runs/backtranslate`), whose lineage the search and its trials carry: the
+    corpus was resolved before the lineage was read, and both runs lost it."""
+    import shutil
+
+    from mtcore.runs import write_data_pointer
+
+    job_out = tmp_path / "datajob"
+    (job_out / "07_assemble" / "augmented").mkdir(parents=True)
+    shutil.copy(toy_corpus["train"], job_out / "07_assemble" / "augmented" / "part-00000.parquet")
+    write_data_pointer(job_out, job_out / "07_assemble" / "augmented", "fp-of-the-data-job", None)
     # The base's warmup (50, tune_tiny.yaml) and label smoothing (0.1) are not what the space would sample.
     space = {"train.warmup": {"choice": [10, 20]}, "train.label_smoothing": {"uniform": [0.15, 0.2]}}
-    tj = tiny_search(toy_corpus, space, ["train.max_steps=8"], num_samples=2, start_from_base=True,
-                     scheduler="fifo", register_as="-")
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=8", f"job.train_data={job_out}"], num_samples=2,
+                     start_from_base=True, scheduler="fifo", register_as="-")
     assert tuning.base_point(tj) == {"train": {"warmup": 50, "label_smoothing": 0.1}}
     out = tuning.run_search(tj, verbose=0)
     values = sorted((r.values["train.warmup"], round(r.values["train.label_smoothing"], 3)) for r in out.rows)
     assert len(values) == 2 and values[1] == (50, 0.1) and values[0][0] in (10, 20)  # the base, and one sample
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = client.get_experiment_by_name(tj.search.experiment)
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 3 and all(r.data.tags.get("mtcore.data_fingerprint") == "fp-of-the-data-job" for r in runs)
 
 
 def test_start_from_base_is_checked():

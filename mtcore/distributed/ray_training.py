@@ -170,8 +170,16 @@ ENTRY_POINTS = {
 }
 
 
+def data_lineage_tags(train_data: str) -> dict[str, str]:
+    """`mtcore.data_*` tags: the data job that made the corpus (its fingerprint, MLflow run, stage), where it was one."""
+    from mtcore.runs import resolve_data
+
+    _, lineage = resolve_data(train_data)
+    return {f"mtcore.data_{k}": str(v) for k, v in lineage.items() if v}
+
+
 def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None,
-                    data_version: str = ""):
+                    data_version: str = "", lineage: dict[str, str] | None = None):
     """The job's MLflow run (a `TrackedRun`): the existing run of that name is continued, so a resumed job
     logs to one run. With `parent_run_id` (a Tune search), the run is that run's child."""
     from mtcore import tracking
@@ -182,11 +190,10 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     tags = tracking.standard_tags(entry_point, train_data, arch=model.arch, direction=model.direction) | {
         "mtcore.fingerprint": job.fingerprint(data_version)
     }
-    if job.job.train_data:  # lineage: the data job that made the corpus, where it was one
-        from mtcore.runs import resolve_data
-
-        _, lineage = resolve_data(job.job.train_data)
-        tags |= {f"mtcore.data_{k}": str(v) for k, v in lineage.items() if v}
+    if lineage is not None:  # a search's trials: read from the data as the user named it, before it was resolved
+        tags |= lineage
+    elif job.job.train_data:  # lineage: the data job that made the corpus, where it was one
+        tags |= data_lineage_tags(job.job.train_data)
     return open_run(job.job.experiment, run_name, tags=tags, params=tracking.flatten(job.to_dict()),
                     parent=parent_run_id, continue_named=True)
 

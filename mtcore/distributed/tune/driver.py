@@ -25,15 +25,17 @@ from mtcore.distributed.tune.trial import _trial
 log = logging.getLogger(__name__)
 
 
-def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool):
-    """The search's own MLflow run (a `TrackedRun`); its trials are its children. `resume` continues it."""
+def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str, resume: bool,
+                     lineage: dict[str, str]):
+    """The search's own MLflow run (a `TrackedRun`); its trials are its children. `resume` continues it.
+    `lineage`: the data job's tags (`--data runs/backtranslate`), as a training run carries them."""
     from mtcore import tracking
     from mtcore.tracking.run import open_run
 
     tags = tracking.standard_tags("experiments/tune_transformer.py", train_data) | {
         "mtcore.tune.scheduler": tj.search.scheduler, "mtcore.tune.search": tj.search.search,
         "mtcore.tune.resources": plan.describe(),
-    }
+    } | lineage
     params = tracking.flatten(tj.base.to_dict(), "base.")
     params |= {f"space.{p.key}": p.describe() for p in tj.search.space}
     params |= tracking.flatten({k: v for k, v in tj.search.to_dict().items() if k != "space"}, "search.")
@@ -115,13 +117,14 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": None}))
 
     # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
+    lineage = ray_training.data_lineage_tags(tj.base.job.train_data) if tj.base.job.train_data else {}
     train_data = ray_training.resolve_train_data(tj.base)
     ray_training.tokenizer_for(train_data, tj.base)
     base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
-    parent = _open_parent_run(tj, name, plan, train_data, resume)
+    parent = _open_parent_run(tj, name, plan, train_data, resume, lineage)
     ctx = {
         "tracking_uri": parent.uri, "runs_dir": str(home()), "parent_run_id": parent.run_id,
-        "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu,
+        "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu, "lineage": lineage,
     }
     # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
     # (Tune refuses an all-zero request; a little memory is what the driver does use.)

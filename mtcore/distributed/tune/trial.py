@@ -51,7 +51,8 @@ def _trial(config: dict[str, Any], *, base: dict[str, Any], ctx: dict[str, Any])
     trial_id = tune.get_context().get_trial_id()
     job = trial_job(TrainingJob.from_dict(base), flat_trial_values(config), trial_id, ctx)
     _use_driver_settings(ctx)
-    run = ray_training.open_mlflow_run(job, job.run_name(), job.job.train_data, ctx["parent_run_id"])
+    run = ray_training.open_mlflow_run(job, job.run_name(), job.job.train_data, ctx["parent_run_id"],
+                                       lineage=ctx.get("lineage"))
     run.set_tags({"mtcore.tune.trial_id": trial_id, "mtcore.tune.search": ctx["search_name"]})
     # Tune runs this function inside the trial's placement group, which holds no CPU, and Ray would
     # schedule every task started from here into it (the end-of-run test decoding needs a CPU). The
