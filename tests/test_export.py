@@ -225,6 +225,8 @@ def test_mlflow_run_reference(ckpt, tmp_path, mlflow_uri):
         mlflow.log_artifacts(str(ckpt.path), artifact_path="best_checkpoint")
     local = download_checkpoint(f"runs:/{run.info.run_id}")
     assert (local / "spm.model").is_file()
+    # runs:/ID/translator of a run logged without its pyfunc model (the main job's reverse models): its checkpoint
+    assert (download_checkpoint(f"runs:/{run.info.run_id}/translator") / "spm.model").is_file()
     assert main(["--to", "ctranslate2", f"runs:/{run.info.run_id}/best_checkpoint", str(tmp_path / "out")],
                 resolve=download_checkpoint) == 0
     assert (tmp_path / "out" / "model.bin").is_file()

@@ -2,7 +2,7 @@
 
     python pipelines/backtranslate.py                       # the embedded corpus and monolingual Vietnamese
     python pipelines/backtranslate.py --mode beam --tag --ratio 0.5 --output runs/bt-tagged
-    python pipelines/backtranslate.py --reverse-model runs:/RUN_ID/translator --mono my_vi.txt
+    python pipelines/backtranslate.py --reverse-model runs:/RUN_ID --mono my_vi.txt   # that run's best checkpoint
 
 Stages: clean → align-filter → reverse (vi→en) model → select monolingual → back-translate
 → filter synthetic pairs → assemble OUT/augmented/. A rerun with the same --output reuses

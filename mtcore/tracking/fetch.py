@@ -28,7 +28,12 @@ def download_checkpoint(uri: str) -> Path:
     try:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
     except Exception as err:  # MlflowException, OSError: the message names the run or path
-        raise FetchError(f"{uri}: cannot download ({err})") from None
+        run = re.fullmatch(r"(runs:/[^/]+)/translator/?", uri)
+        if run is None:
+            raise FetchError(f"{uri}: cannot download ({err})") from None
+        # a run logged without its pyfunc model (job.log_model: false, the back-translation job's reverse
+        # models) still has its checkpoint, which is what the translator model wraps
+        return download_checkpoint(run.group(1))
     found = sorted(p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file())
     if not found:
         raise FetchError(f"{uri}: no mtcore checkpoint (config.json next to spm.model) inside")
