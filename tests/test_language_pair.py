@@ -247,3 +247,16 @@ def test_an_augmented_set_cannot_train_the_direction_its_synthetic_side_would_be
     with caplog.at_level("WARNING", logger="mtcore.distributed.ray_training"):
         assert len(ray_training.load_pairs(str(path), en_vi, limit=2)) == 2
     assert "none of its 1 synthetic pairs is trained on" in caplog.text
+
+
+@pytest.mark.parametrize("langs, src, tgt", [
+    (("zh", "en"), "他在市场买了３个苹果，花了１５元。", "He bought 3 apples at the market for 15 yuan."),  # full-width digits
+    (("ar", "en"), "اشترى ٣ تفاحات من السوق بـ ١٥ يوان.", "He bought 3 apples at the market for 15 yuan."),  # Arabic-Indic
+    (("zh", "en"), "请发邮件至support@example.com联系我们。", "Please email support@example.com to contact us."),
+    (("zh", "en"), "访问https://example.com/docs，谢谢。", "Visit https://example.com/docs, thank you."),
+])
+def test_digits_and_addresses_of_other_scripts(langs, src, tgt):
+    """Digits are compared by value, and an address ends where the ASCII does: both were rejects of correct pairs."""
+    kept, rejects, _ = clean_table(pa.table({"src": [src], "tgt": [tgt], "origin": ["t"], "id": ["t:1"]}),
+                                   load_config().with_languages(*langs))
+    assert len(kept) == 1, rejects.to_pylist()

@@ -76,7 +76,9 @@ _TOKEN = re.compile(r"\S+")
 # Vietnamese writes a foreign name as hyphen-joined syllables: "Pa-ra-guay", "Xu-ri-na-me", "Ca-ri-bi".
 TRANSLITERATION_RE2 = r"(?:^|[^\pL-])\p{Lu}\pL{0,3}(?:-\p{Ll}{1,4}){2,}(?:[^\pL-]|$)"
 _TRANSLITERATION = re.compile(r"(?<![\w-])[^\W\d_][^\W\d_]{0,3}(?:-[^\W\d_]{1,4}){2,}(?![\w-])")
-URL_EMAIL_RE2 = r"(?:https?|ftp)://[^\s<>\"']+|www\.[^\s<>\"']+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+# ASCII only: a URL or address written against CJK text ("请发邮件至support@example.com联系我们") took the
+# characters around it (a `url_mismatch` of a correct pair)
+URL_EMAIL_RE2 = r"(?:https?|ftp)://[!#-&(*-;=?-~]+|www\.[!#-&(*-;=?-~]+|[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
 
 
 _OTHER_SCRIPT_LETTER = r"[^\p{Latin}\p{Greek}\p{Common}\P{L}]"  # a letter of Cyrillic, Han… (γ, µ, Ω are signs)
@@ -684,7 +686,7 @@ class Placeholders(Rule):
         return out
 
 
-_URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'»”)]+|www\.[^\s<>\"'»”)]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_URL = re.compile(r"(?:https?|ftp)://[!#-&(*-;=?-~]+|www\.[!#-&(*-;=?-~]+|[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 
 
 EN_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
@@ -717,7 +719,8 @@ def _numbers(text: str, space_groups: bool = False) -> Counter:
     text = _GROUPING.sub("", _URL.sub(" ", placeholders.strip(text)))
     if space_groups:
         text = _SPACE_GROUPING.sub("", text)
-    return Counter(d.lstrip("0") or "0" for d in re.findall(r"\d+", text))
+    # by value: full-width "１５" and Arabic-Indic "١٥" are the 15 of the other side
+    return Counter("".join(str(unicodedata.digit(c)) for c in d).lstrip("0") or "0" for d in re.findall(r"\d+", text))
 
 
 @register
