@@ -260,3 +260,23 @@ def test_digits_and_addresses_of_other_scripts(langs, src, tgt):
     kept, rejects, _ = clean_table(pa.table({"src": [src], "tgt": [tgt], "origin": ["t"], "id": ["t:1"]}),
                                    load_config().with_languages(*langs))
     assert len(kept) == 1, rejects.to_pylist()
+
+
+def test_a_chinese_corpus_trains_a_tokenizer_with_the_cjk_character_coverage(tmp_path, monkeypatch):
+    """A piece per Han character overflowed the vocabulary ("vocab_size 8000 is too small" on 9k characters), and
+    mtcore had no way to pass SentencePiece's CJK coverage: job.character_coverage does, and the rarest characters
+    fall back to bytes."""
+    from mtcore.distributed import ray_training
+    from mtcore.nmt.tokenizer import Tokenizer
+
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
+    han = [chr(0x4E00 + i) for i in range(300)]
+    zh = ["".join(han[(7 * i + k) % 300] for k in range(20)) + "。" for i in range(600)] + ["罕"]  # one rare character
+    en = [f"sentence number {i} of the corpus" for i in range(600)] + ["rare"]
+    corpus = tmp_path / "zh-en.tsv"
+    corpus.write_text("".join(f"{a}\t{b}\n" for a, b in zip(zh, en)), encoding="utf-8")
+    common = ["model.src_lang=zh", "model.tgt_lang=en", f"job.train_data={corpus}", f"job.dev_data={corpus}",
+              f"job.test_data={corpus}", "job.vocab_size=2000"]
+    full = Tokenizer(ray_training.tokenizer_for(str(corpus), TrainingJob.load(None, common)))
+    cjk = Tokenizer(ray_training.tokenizer_for(str(corpus), TrainingJob.load(None, common + ["job.character_coverage=0.9995"])))
+    assert "罕" in full.encode_pieces(["罕"])[0] and any(p.startswith("<0x") for p in cjk.encode_pieces(["罕"])[0])

@@ -133,6 +133,7 @@ def test_overrides_take_the_type_their_field_declares(raw, key, expected):
     ("job.vocab_size=0", "`job.vocab_size` (0) must be >= 16"),
     ("model.vocab_size=100", "`model.vocab_size` (100) is the tokenizer's, which `job.vocab_size` (8000) sizes"),
     ("job.run_name=../escaped", "`job.run_name` '../escaped': a run name is one folder name"),
+    ("job.character_coverage=0.5", "`job.character_coverage` (0.5) must be in [0.98, 1] (0.9995 for CJK)"),
 ])
 def test_bad_overrides_name_the_key(raw, message):
     with pytest.raises(ConfigError, match=re.escape(message)) as err:

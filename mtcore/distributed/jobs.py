@@ -58,6 +58,10 @@ class JobConfig:
     corpus_langs: str = ""
     train_limit: int = 0  # use only the first N training pairs (0 = all): quick runs and tests
     vocab_size: int = 8000  # joint SentencePiece vocabulary, trained once per corpus before workers start
+    # Share of characters the vocabulary must hold as pieces; the rarest rest fall back to bytes. 1.0 suits alphabets
+    # (every Vietnamese letter a piece); Chinese or Japanese corpora need 0.9995 (SentencePiece's CJK advice), or a
+    # piece per Han character overflows the vocabulary
+    character_coverage: float = 1.0
     workers: int = 0  # 0 = every GPU of the cluster, else 2 CPU workers (never more than the CPUs)
     use_gpu: str = "auto"  # auto | yes | no
     max_failures: int = 2  # a dead worker is replaced and training resumes from the last checkpoint
@@ -76,6 +80,8 @@ class JobConfig:
         for name in ("train_limit", "workers", "max_failures", "test_limit", "fail_at_step"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"`job.{name}` ({getattr(self, name)}) must be >= 0")
+        if not 0.98 <= self.character_coverage <= 1.0:
+            raise ConfigError(f"`job.character_coverage` ({self.character_coverage}) must be in [0.98, 1] (0.9995 for CJK)")
         if self.vocab_size < 16:
             raise ConfigError(f"`job.vocab_size` ({self.vocab_size}) must be >= 16 (the tokenizer's size)")
         if self.run_name and not re.fullmatch(r"[\w.+-]+", self.run_name) or self.run_name in (".", ".."):
@@ -171,6 +177,8 @@ class TrainingJob:
         (the training corpus's content hash, once resolved) makes the same path with other contents another run."""
         job = self.job.to_dict()
         keep = {k: v for k, v in job.items() if k in ("train_data", "train_limit", "vocab_size")}
+        if job.get("character_coverage", 1.0) != 1.0:  # another tokenizer; the default leaves older fingerprints as they were
+            keep["character_coverage"] = job["character_coverage"]
         # Which column is the source, and the workers that make a step's batch, change what is trained; counted when
         # set, so that the runs of the defaults keep their names (and resume).
         defaults = JobConfig().to_dict()

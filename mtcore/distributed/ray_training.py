@@ -149,7 +149,8 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     # the tokenizer's code too: its reserved symbols and normalisation are part of the model it trains
     # and the columns it reads: PREFIX.de + PREFIX.en and PREFIX.en + PREFIX.vi of one prefix are two corpora
     langs = columns_of(job, train_data)
-    key = (f"{data_version(train_data)}-{'-'.join(langs)}-{job.job.train_limit}-{job.job.vocab_size}-"
+    coverage = f"-c{job.job.character_coverage:g}" if job.job.character_coverage != 1.0 else ""
+    key = (f"{data_version(train_data)}-{'-'.join(langs)}-{job.job.train_limit}-{job.job.vocab_size}{coverage}-"
            f"{code_version('mtcore.nmt.tokenizer')[:8]}")
     path = home() / "tokenizers" / key / "spm.model"
     if not path.is_file():
@@ -157,7 +158,7 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
         if job.job.train_limit:
             table = table.slice(0, job.job.train_limit)
         texts = table.column("src").to_pylist() + table.column("tgt").to_pylist()
-        train_tokenizer(texts, path, vocab_size=job.job.vocab_size)
+        train_tokenizer(texts, path, vocab_size=job.job.vocab_size, character_coverage=job.job.character_coverage)
     return path
 
 

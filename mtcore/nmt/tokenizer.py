@@ -120,7 +120,8 @@ def train_tokenizer(
         if "Vocabulary size is smaller than required_chars" in str(err):
             raise TokenizerError(
                 f"vocab_size {vocab_size} is too small for this corpus: it needs room for 256 byte pieces, "
-                f"{len(RESERVED_SYMBOLS) + 4} special symbols and every character ({err})"
+                f"{len(RESERVED_SYMBOLS) + 4} special symbols and every character; raise it, or for Chinese or "
+                f"Japanese lower the character coverage (job.character_coverage=0.9995) ({err})"
             ) from None
         raise
     model_path.write_bytes(buffer.getvalue())
