@@ -267,6 +267,19 @@ def test_expected_steps_respect_a_step_cap():
     assert make_plan(TrainingJob.load(DEFAULT_JOB, ["train.max_steps=100"]), cpus=2, gpus=0).expected_steps == 100
 
 
+def test_a_warm_up_the_run_never_finishes_is_said():
+    """A named preset on the 11-minute CPU budget keeps the paper's 4,000-step warm-up and batch: ~190 steps at
+    5 % of the learning rate, and nothing said it."""
+    from mtcore.distributed.jobs import DEFAULT_JOB
+
+    assert make_plan(TrainingJob.load(DEFAULT_JOB), cpus=2, gpus=0).warnings() == []
+    small = make_plan(TrainingJob.load(DEFAULT_JOB, ["model.preset=small"]), cpus=2, gpus=0)
+    assert small.warmup == 4000 and any("warm-up 4,000 steps ≥ the run's ~190" in line for line in small.lines())
+    capped = make_plan(TrainingJob.load(ROOT / "experiments/configs/tiny.yaml", ["train.warmup=5000", "train.max_steps=20"]),
+                       cpus=2, gpus=0)
+    assert capped.warnings() and "(0 % of it at the end)" in capped.warnings()[0]
+
+
 def test_a_position_table_shorter_than_the_longest_pair_is_refused_before_training():
     from mtcore.distributed.jobs import DEFAULT_JOB
 

@@ -42,6 +42,9 @@ class TrainingPlan:
     preset_note: str
     budget_min: float
     expected_steps: int | None  # None: not measured for this model, batch and device
+    warmup: int = 0
+    max_steps: int = 0
+    approx_steps: int = 0  # the measured rate scaled by tokens per step: for the warm-up warning only
 
     @property
     def tokens_per_step(self) -> int:
@@ -59,7 +62,18 @@ class TrainingPlan:
             f"model        {self.model}, {self.params / 1e6:.1f}M parameters",
             *([f"preset       {self.preset_note}"] if self.preset_note else []),
             f"budget       {budget}; expected steps {steps}",
+            *self.warnings(),
         ]
+
+    def warnings(self) -> list[str]:
+        """A warm-up the run never finishes: the learning rate peaks at warmup steps, so a run that ends before
+        is a run at a fraction of its rate (a named preset keeps the paper's 4,000 on an 11-minute CPU budget)."""
+        ends = [n for n in (self.max_steps, self.expected_steps or self.approx_steps) if n]
+        last = min(ends) if ends else 0
+        if last and self.warmup >= last:
+            return [f"warning      warm-up {self.warmup:,} steps ≥ the run's ~{last:,}: the learning rate never reaches "
+                    f"its peak ({100 * last / self.warmup:.0f} % of it at the end); lower train.warmup"]
+        return []
 
 
 def local_gpus() -> int:
@@ -108,16 +122,20 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
     m, t = job.run.model, job.run.train
     shape = f"{m.arch} {m.d_model}d × {m.layers} layers" + (f", {m.heads} heads" if m.arch == "transformer" else "")
     preset = next((name for name, rate in CPU_STEPS_PER_MIN.items() if _is_preset(job, name)), None)
-    expected = None
-    if not use_gpu and preset and t.time_budget_min and workers == 2 and t.max_tokens * t.accumulation * workers == _CPU_BATCH:
+    expected, approx = None, 0
+    tokens = t.max_tokens * t.accumulation * workers
+    if not use_gpu and preset and t.time_budget_min and workers == 2 and tokens == _CPU_BATCH:
         expected = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min)
         if t.max_steps:  # the step cap ends the run first when it is lower
             expected = min(expected, t.max_steps)
+    elif not use_gpu and preset and t.time_budget_min and workers == 2:  # about as many tokens a minute
+        approx = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min * _CPU_BATCH / tokens)
     return TrainingPlan(
         workers=workers, use_gpu=use_gpu, cpus=cpus, gpus=gpus, backend="nccl" if use_gpu else "gloo",
         precision="bf16 autocast" if use_gpu and t.bf16 else "fp32", max_tokens=t.max_tokens,
         accumulation=t.accumulation, model=shape, params=count_parameters(job), preset_note=job.preset_note,
-        budget_min=t.time_budget_min, expected_steps=expected,
+        budget_min=t.time_budget_min, expected_steps=expected, warmup=t.warmup, max_steps=t.max_steps,
+        approx_steps=approx,
     )
 
 
