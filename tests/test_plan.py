@@ -297,3 +297,13 @@ def test_tune_dry_run_counts_the_grid(tmp_path):
     proc = run_cli([], code=code)
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^trials +6 \(3 samples × the grid\)", proc.stdout, re.M), proc.stdout
+
+
+def test_the_auto_note_says_which_of_its_choices_the_job_overrides():
+    """It read "-> mini (128d, 2 layers), the best test BLEU for such a budget" beside a 256d × 6-layer model."""
+    from mtcore.distributed.jobs import DEFAULT_JOB
+
+    assert "overrides" not in TrainingJob.load(DEFAULT_JOB).preset_note
+    note = TrainingJob.load(DEFAULT_JOB, ["model.d_model=256", "model.layers=6", "train.max_tokens=4000"]).preset_note
+    assert note.endswith("the job overrides model.d_model, model.layers, train.max_tokens, so what trains is not "
+                         "that measured choice")

@@ -165,8 +165,9 @@ class TrainingJob:
                 raise ConfigError(f"override {item!r} must look like key=value (e.g. train.warmup=2000)")
         job_items = [o.split(".", 1)[1] for o in overrides if o.startswith("job.")]
         run_items = [o for o in overrides if not o.startswith("job.")]
-        return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=self.run.with_overrides(run_items),
-                           preset_note=self.preset_note)
+        run = self.run.with_overrides(run_items)
+        return TrainingJob(job=_apply_overrides(self.job, job_items, "job"), run=run,
+                           preset_note=_note_overrides(self.preset_note, self.run, run))
 
     def to_dict(self) -> dict[str, Any]:
         return {"job": self.job.to_dict(), **self.run.to_dict()}
@@ -208,6 +209,21 @@ class TrainingJob:
         return f"{shape}-w{t.warmup}-ls{t.label_smoothing:g}-{m.direction}-{self.fingerprint(data_version)[:6]}"
 
 
+# The training keys `auto` chooses with the model (the rest are the job's whatever the preset)
+AUTO_TRAIN_KEYS = ("max_tokens", "accumulation", "lr_scale", "warmup")
+
+
+def _note_overrides(note: str, before: RunConfig, after: RunConfig) -> str:
+    """`auto`'s note, saying which of its choices command-line overrides replaced: it claimed "mini, the best for
+    the budget" beside a 256d × 6-layer model."""
+    if not note:
+        return note
+    old, new = before.to_dict(), after.to_dict()
+    changed = [f"model.{k}" for k, v in new["model"].items() if old["model"].get(k) != v]
+    changed += [f"train.{k}" for k in AUTO_TRAIN_KEYS if old["train"].get(k) != new["train"].get(k)]
+    return note + (f"; the job overrides {', '.join(changed)}, so what trains is not that measured choice" if changed else "")
+
+
 def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict], str]:
     """`model.preset: auto` → the measured choice for the budget and hardware, under the job's explicit keys."""
     model, train = dict(sections["model"]), dict(sections["train"])
@@ -220,4 +236,9 @@ def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict]
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
     auto_model, auto_train, why = auto_settings(float(budget), gpus)
+    # The note names what auto chose; keys the job file sets itself are another model, which the note must not claim
+    changed = [f"{section}.{k}" for section, mine, chosen in (("model", model, auto_model), ("train", train, auto_train))
+               for k in mine if k in chosen and mine[k] != chosen[k]]
+    if changed:
+        why += f"; the job overrides {', '.join(changed)}, so what trains is not that measured choice"
     return {"model": {**auto_model, **model}, "train": {**auto_train, **train}}, why
