@@ -184,6 +184,9 @@ def test_write_alignment_formats(tmp_path):
     assert tsv[0].split("\t")[:3] == ["[0]", "[0, 1]", "0.1000"]
     jl = write_alignment(blocks, ["a", "b"], ["x", "y"], tmp_path / "out.jsonl").read_text().splitlines()
     assert '"tgt_text": "x y"' in jl[0]
+    # Vecalign's own lines, which its score.py reads (the TSV is not its format); a zero cost is not "-0.000000"
+    va = write_alignment(blocks + [Block((), (), -0.0)], ["a", "b"], ["x", "y"], tmp_path / "out.vecalign").read_text()
+    assert va.splitlines() == ["[0]:[0, 1]:0.100000", "[1]:[]:0.300000", "[]:[]:0.000000"]
 
 
 def test_strict_f1():

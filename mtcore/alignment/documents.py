@@ -400,7 +400,8 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
 
 
 def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: str | Path) -> Path:
-    """`.tsv`: src indices, tgt indices, cost, src text, tgt text (Vecalign's layout plus texts); else JSON lines."""
+    """`.vecalign`: Vecalign's own output, `[0, 1]:[0]:0.123456` a line (its score.py reads it); `.tsv`: src indices,
+    tgt indices, cost, src text, tgt text (Vecalign's fields in columns, with the texts); else JSON lines."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")  # written beside, then renamed: never half a file
@@ -408,10 +409,13 @@ def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: s
         for blk in blocks:
             s_text = " ".join(src[i] for i in blk.src)
             t_text = " ".join(tgt[j] for j in blk.tgt)
-            if path.suffix == ".tsv":
-                f.write(f"{list(blk.src)}\t{list(blk.tgt)}\t{blk.cost:.4f}\t{_tsv(s_text)}\t{_tsv(t_text)}\n")
+            cost = blk.cost + 0.0  # not "-0.0000"
+            if path.suffix == ".vecalign":
+                f.write(f"{list(blk.src)}:{list(blk.tgt)}:{cost:.6f}\n")
+            elif path.suffix == ".tsv":
+                f.write(f"{list(blk.src)}\t{list(blk.tgt)}\t{cost:.4f}\t{_tsv(s_text)}\t{_tsv(t_text)}\n")
             else:
-                row = {"src": list(blk.src), "tgt": list(blk.tgt), "cost": round(blk.cost, 4), "src_text": s_text, "tgt_text": t_text}
+                row = {"src": list(blk.src), "tgt": list(blk.tgt), "cost": round(cost, 4), "src_text": s_text, "tgt_text": t_text}
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     partial.replace(path)
     return path

@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=str(DATA_DIR / "docs" / "maint-guide.en.txt"))
     ap.add_argument("--tgt", default=str(DATA_DIR / "docs" / "maint-guide.vi.txt"))
-    ap.add_argument("--output", default=str(home() / "align_docs" / "maint-guide.jsonl"))
+    ap.add_argument("--output", default=str(home() / "align_docs" / "maint-guide.jsonl"),
+                    help="FILE.jsonl (blocks with texts), FILE.tsv, or FILE.vecalign (Vecalign's own [i]:[j]:cost lines, "
+                         "for its score.py) (default: %(default)s)")
     ap.add_argument("--encoder", default="builtin", help="'builtin', an encoder DIR, or a sentence-transformers name/path")
     ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
