@@ -447,3 +447,15 @@ def test_reference_pairs_with_an_empty_side_are_left_out(encoder_dir, tmp_path, 
     with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
         blanked = filter_table(table, FilterConfig(encoder=encoder_dir, reference=str(with_blank)), use_ray=False)[2]
     assert blanked == pytest.approx(plain) and "40 pair(s) with an empty side left out" in caplog.text
+
+
+def test_a_corpus_too_small_for_the_margin_is_scored_by_cosine(encoder_dir, tmp_path, caplog):
+    """With one pair every margin is 1.0 (the pair is its own neighbourhood): a review's single good pairs were all
+    rejected. Up to 2k distinct pairs, cosine scores them, and a warning says so."""
+    three = tiny_corpus().slice(700, 3)
+    src = write_parquet(three, tmp_path / "three.parquet")
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        result = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=encoder_dir, reference=_reference(tmp_path)),
+                               use_ray=False, track=False)
+    assert "too few for the margin" in caplog.text and result.report["score"] == "cosine"
+    assert result.report["kept"] == 3
