@@ -57,6 +57,7 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     assert by_name["select_mono"]["rejected"]["blank"] == 1
     assert by_name["backtranslate"]["kept"] == 60
     assert by_name["synthetic_filter"]["input"] == 60
+    assert "threshold" in by_name["align_filter"] and "cosine_threshold" in by_name["synthetic_filter"]  # not counts alone
 
     table = pq.read_table(result.augmented)
     synthetic = table.filter(table["synthetic"])

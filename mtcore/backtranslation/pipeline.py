@@ -410,7 +410,11 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
 
 
 def _write_job_report(root: Path, cfg: BTConfig, stage_list: list[dict], reused: list[str]) -> None:
-    reconciled = [StageReport(s["stage"], s["input"], s["kept"], s.get("rejected", {})) for s in stage_list if "input" in s]
+    # each stage's own figures too (the align threshold, the synthetic filter's cosine threshold, the selection's
+    # budget, the translation speed): they were in the stages' markers only
+    counts = ("stage", "input", "kept", "rejected", "rejected_total", "reconciled")
+    reconciled = [StageReport(s["stage"], s["input"], s["kept"], s.get("rejected", {}),
+                              {k: v for k, v in s.items() if k not in counts}) for s in stage_list if "input" in s]
     write_report(root / "report.json", reconciled, settings=dataclasses.asdict(cfg), reused_stages=reused,
                  reverse_model={k: v for k, v in stage_list[2].items() if k != "stage"}, assemble=stage_list[-1])
 
