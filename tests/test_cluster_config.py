@@ -99,6 +99,12 @@ def test_onprem_uses_the_local_provider():
     # The local provider runs every listed machine: one node type, as many workers as worker_ips.
     (node_type,) = cfg["available_node_types"].values()
     assert node_type["min_workers"] == node_type["max_workers"] == len(cfg["provider"]["worker_ips"])
+    # a third machine is one more line under worker_ips (a fixed max_workers: 2 made the check fail)
+    raw = load(ROOT / "clusters" / "onprem.yaml")
+    raw["provider"]["worker_ips"].append("10.0.0.13")
+    bigger = prepare_config(raw)
+    validate_config(bigger)
+    assert bigger["max_workers"] == 3
 
 
 @pytest.mark.parametrize("address, message", [
