@@ -364,3 +364,28 @@ def test_default_outputs_lie_under_the_home_of_the_run_not_of_the_import(monkeyp
     assert EffectConfig().output == str(tmp_path / "ws2" / "bt_effect")
     assert build_parser().parse_args([]).output == str(tmp_path / "ws2" / "backtranslate")
     assert BTConfig(output="elsewhere").output == "elsewhere"
+
+
+def test_noised_back_translations_do_not_depend_on_the_batch(tmp_path):
+    """Seeded per batch, a sentence's noise changed with the sentences batched beside it, and those depend on
+    the number of CPUs: the same fingerprint stood for different data on another machine."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from mtcore.backtranslation.translate import translate_texts
+    from mtcore.config import DecodeConfig, ModelConfig
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.tokenizer import train_tokenizer
+
+    texts = ["mở tệp mới ngay", "lưu tài liệu này lại", "đóng cửa sổ hiện tại", "xoá tệp đã chọn đi", "in trang này ra",
+             "tìm kiếm trong tệp"]
+    tok = train_tokenizer(texts * 20 + ["open the new file now", "save this document"] * 20, tmp_path / "spm.model",
+                          vocab_size=400)
+    torch.manual_seed(0)
+    ckpt = SimpleNamespace(model=build_model(ModelConfig.preset("tiny", dropout=0.0), vocab_size=tok.vocab_size).eval(),
+                           tokenizer=tok)
+    decode = DecodeConfig(beam=1, max_len_a=1.0, max_len_b=4)
+    whole = translate_texts(ckpt, texts, "noised", decode, seed=3)
+    halves = translate_texts(ckpt, texts[:2], "noised", decode, seed=3) + translate_texts(ckpt, texts[2:], "noised", decode, seed=3)
+    assert whole == halves

@@ -44,13 +44,13 @@ def translate_texts(ckpt, texts: list[str], mode: str, decode, seed: int) -> lis
     from mtcore.nmt.noise import noise_text
 
     if mode == "sample":
-        # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output.
+        # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output; the batches are the same
+        # on any machine (`back_translate_table` cuts them from the length-sorted set, whatever the actor count).
         generator = torch.Generator().manual_seed(seed + zlib.crc32("\n".join(texts).encode()))
         return translate(ckpt.model, ckpt.tokenizer, texts, decode, generator=generator)
     hyps = translate(ckpt.model, ckpt.tokenizer, texts, decode)
-    if mode == "noised":
-        rng = random.Random(seed + zlib.crc32("\n".join(texts).encode()))
-        hyps = [noise_text(h, rng) for h in hyps]
+    if mode == "noised":  # seeded per sentence: its noise does not depend on the batch it came in
+        hyps = [noise_text(h, random.Random(seed + zlib.crc32(t.encode()))) for t, h in zip(texts, hyps)]
     return hyps
 
 
@@ -69,7 +69,9 @@ def back_translate_table(mono: pa.Table, checkpoint_dir: str, cfg: BTConfig) -> 
     actors = max(1, gpus if gpus else min(available_cpus(), max(1, len(mono) // BATCH_SIZE)))
     # One Arrow table is one block, and one block goes to one actor: cut it into several per actor,
     # each a run of similar lengths, so every actor has work and finishes at about the same time.
-    rows_per_block = max(BATCH_SIZE, -(-len(ordered) // (4 * actors)))
+    # A multiple of the batch size: batches are then the same runs of BATCH_SIZE sorted rows on any machine, so sampled
+    # output (seeded per batch) does not depend on the number of CPUs (a review found 6 of 6 sentences differ).
+    rows_per_block = -(-max(BATCH_SIZE, -(-len(ordered) // (4 * actors))) // BATCH_SIZE) * BATCH_SIZE
     blocks = [ordered.slice(i, rows_per_block) for i in range(0, len(ordered), rows_per_block)]
     ds = map_with_actors(
         ray.data.from_arrow(blocks),
