@@ -108,6 +108,12 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     over = run_backtranslation(config(bt_inputs, out, mode="beam", tag=False, overwrite=True))
     assert over.reused == [] and over.mlflow_run_id and over.mlflow_run_id != result.mlflow_run_id
     assert resolve_data(out)[1]["mlflow_run_id"] == over.mlflow_run_id
+    # its reverse model is its own run, a child of this run (it was shared by every output with those settings)
+    import mlflow
+
+    reverse = json.loads((out / "03_reverse_model" / "_stage.json").read_text())["report"]
+    tags = mlflow.MlflowClient(mlflow_uri).get_run(reverse["mlflow_run_id"]).data.tags
+    assert tags["mlflow.parentRunId"] == over.mlflow_run_id and tags["mlflow.runName"].startswith("bt-reverse-vi-en-")
     # The output folder moved, then resumed after select_mono: it translates with the reverse model where it is now
     # (the stage's report held the old absolute path: a Ray traceback, or the wrong model had one stood there).
     moved = tmp_path / "bt-moved"

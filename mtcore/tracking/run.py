@@ -136,6 +136,8 @@ def open_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, 
         if found:
             run = TrackedRun(uri, found[0].info.run_id)
             run.reopen()
+            if parent is not None:  # continued under another parent run (a job redone with --overwrite): its child now
+                run.set_tags({"mlflow.parentRunId": parent.run_id if isinstance(parent, TrackedRun) else parent})
             return run
     return _create(uri, experiment_id, name, tags, params, parent)
 
