@@ -70,7 +70,7 @@ def test_project_setup_auth_and_tracking(path):
     assert cfg["file_mounts"]["~/mtcore"] == "."  # the project, from the repository root
     assert cfg["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"  # one token on every node
     assert any("pip install" in c and "torch==" in c for c in cfg["setup_commands"])
-    assert any("pip install" in c and "~/mtcore" in c for c in cfg["setup_commands"])
+    assert any("pip install" in c and "$HOME/mtcore[cluster]" in c for c in cfg["setup_commands"])  # Ray 2.60 + dashboard
     assert ".venv" in cfg["rsync_exclude"] and "runs" in cfg["rsync_exclude"] and ".gitignore" in cfg["rsync_filter"]
     head = " ".join(cfg["head_start_ray_commands"])
     assert "scripts/cluster/start_head.sh" in head and "--autoscaling-config=~/ray_bootstrap_config.yaml" in head
