@@ -163,6 +163,15 @@ def test_inputs_count_by_contents_and_outputs_by_folder(tmp_path, mlflow_uri, bt
     first, second = by_uri.stage_settings(reverse_dir=v1), by_uri.stage_settings(reverse_dir=v2)
     assert first["select_mono"] == second["select_mono"] and first["reverse_model"] != second["reverse_model"]
     assert second["backtranslate"] != first["backtranslate"]
+    # Settings that make no other reverse model make no other stage: its training settings beside a given model,
+    # its minutes beside a step count (each redid the back-translation for an identical model)
+    given = by_uri.stage_settings(reverse_dir=v1)
+    for change in ({"reverse_minutes": 3.0}, {"reverse_preset": "mini"}, {"reverse_steps": 99}):
+        assert BTConfig(**{**by_uri.__dict__, **change}).stage_settings(reverse_dir=v1) == given
+    stepped = BTConfig(**{**cfg.__dict__, "reverse_steps": 20})
+    assert BTConfig(**{**stepped.__dict__, "reverse_minutes": 3.0}).stage_settings() == stepped.stage_settings()
+    assert BTConfig(**{**stepped.__dict__, "reverse_steps": 30}).stage_settings()["reverse_model"] != \
+        stepped.stage_settings()["reverse_model"]
     from mtcore.backtranslation.pipeline import _open_run
 
     other = BTConfig(**{**cfg.__dict__, "output": str(tmp_path / "b" / "bt1")})

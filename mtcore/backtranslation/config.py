@@ -124,8 +124,15 @@ class BTConfig:
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
         clean = pick("corpus", "clean_config", "heldout") | code("clean", "mtcore.cleaning", "mtcore.data")
         align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
-        reverse = align | pick("reverse_model", "reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab",
-                               "seed") | code("reverse", "mtcore.nmt", "mtcore.config", "mtcore.distributed", "mtcore.backtranslation.reverse")
+        # Only the settings the reverse model is made with: none of the training ones for a model given, and no
+        # minutes beside a step count (each such change redid the back-translation for an identical model)
+        training = ("reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab", "seed")
+        if self.reverse_model != "train":
+            training = ()
+        elif self.reverse_steps:
+            training = tuple(k for k in training if k != "reverse_minutes")
+        reverse = align | pick("reverse_model", *training) | code(
+            "reverse", "mtcore.nmt", "mtcore.config", "mtcore.distributed", "mtcore.backtranslation.reverse")
         select = align | pick("mono", "ratio", "max_mono", "seed") | code("select", "mtcore.backtranslation.select")
         translate = reverse | select | pick("mode", "beam", "top_k", "temperature") | code(
             "translate", "mtcore.backtranslation.translate")
