@@ -703,11 +703,12 @@ def filter_corpus(
     scored, empty = split_empty_sides(table)
     if not len(scored):
         raise FilterError(f"{input_path}: every pair has an empty side; nothing to score")
-    if cfg.score == "margin" and len(unique_pairs(scored)[0]) <= 2 * cfg.k:
+    distinct = len(unique_pairs(scored)[0]) if cfg.score == "margin" else 0
+    if cfg.score == "margin" and distinct <= 2 * cfg.k:
         # The margin divides by a pair's k nearest neighbours; among ≤ 2k pairs they are most of the corpus, and with
         # one pair every margin is 1.0 (a review's single good pairs were all rejected): cosine is what is left
         log.warning("%s: %d distinct pairs are too few for the margin (k = %d neighbours each way); scored by cosine",
-                    input_path, len(unique_pairs(scored)[0]), cfg.k)
+                    input_path, distinct, cfg.k)
         cfg = replace(cfg, score="cosine")
     kept, rejects, threshold, scores, timing = filter_table(scored, cfg, use_ray=use_ray)
     rejects = pa.concat_tables([empty, rejects])

@@ -29,7 +29,7 @@ from mtcore.backtranslation.config import BTConfig, BTError
 from mtcore.backtranslation.reverse import EXPERIMENT
 from mtcore.backtranslation.stages import MARKER, Donor, StageDir, check_output, recorded_donor, remove_outputs
 from mtcore.data.corpus import read_corpus, write_parquet
-from mtcore.runs import home, write_data_pointer
+from mtcore.runs import write_data_pointer
 from mtcore.data.ledger import StageReport, rejects_table, write_report
 from mtcore.nmt.tokenizer import BT_TAG
 
@@ -182,7 +182,7 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     if given is not None:
         return stage.finish({"stage": "reverse_model", "checkpoint": given, "trained": False, "dev_bleu": None})
     from mtcore.backtranslation.reverse import reverse_job
-    from mtcore.distributed.ray_training import run_training
+    from mtcore.distributed.ray_training import run_training, runs_storage
 
     # This output's own run (a resumed job continues it): named by the settings alone, it was shared by every output
     # with those settings, so another output "resumed" it, re-parented nothing, and a Ctrl-C there marked it KILLED.
@@ -190,7 +190,7 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
     owner = hashlib.sha256(str(Path(cfg.output).absolute()).encode()).hexdigest()[:6]
     job = reverse_job(cfg, aligned, run_name=f"bt-reverse-vi-en-{stage.hash[:8]}-{owner}")
     if cfg.overwrite:
-        shutil.rmtree(home() / "ray_train" / job.job.run_name, ignore_errors=True)
+        shutil.rmtree(runs_storage() / job.job.run_name, ignore_errors=True)
     outcome = run_training(job, parent_run_id=parent_run_id)
     shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
     return stage.finish({"stage": "reverse_model", "checkpoint": str((out / "checkpoint").absolute()), "trained": True,

@@ -79,6 +79,11 @@ def columns_of(job: TrainingJob, path: str | Path | None = None) -> tuple[str, s
     return corpus_languages(job.run.model, job.job.corpus_langs)
 
 
+def runs_storage() -> Path:
+    """Where Ray Train keeps each training run's checkpoints, a folder per run name."""
+    return home() / "ray_train"
+
+
 def resolve_train_data(job: TrainingJob) -> str:
     """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
     if job.job.train_data:
@@ -223,7 +228,7 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     spm = tokenizer_for(train_data, job)
     version = data_version(train_data)  # the same path with other contents (a rerun data job) is another run
     run_name = job.run_name(version)
-    storage = home() / "ray_train"
+    storage = runs_storage()
     _check_same_settings(storage / run_name, job, version)
     run = open_mlflow_run(job, run_name, train_data, parent_run_id, version)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))

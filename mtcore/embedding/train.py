@@ -151,6 +151,7 @@ def clean_for_training(table: pa.Table, langs: tuple[str, str] = ("en", "vi")) -
     """
     from mtcore.cleaning import clean_table
     from mtcore.cleaning.config import load_config
+    from mtcore.cleaning.pipeline import warn_dominant_rejects
     from mtcore.config import ConfigError
 
     how = "quick_clean"
@@ -159,7 +160,8 @@ def clean_for_training(table: pa.Table, langs: tuple[str, str] = ("en", "vi")) -
     except ConfigError as err:
         log.warning("%s: cleaning the training pairs with the quick junk filter only", err)
     else:
-        table = clean_table(table, rules)[0]
+        table, _, report = clean_table(table, rules)
+        warn_dominant_rejects(report.to_dict(), rules)  # a corpus of other languages than `langs`: most rows rejected
         how = "mtcore.cleaning+quick_clean"
     return quick_clean(table), how
 
@@ -386,9 +388,6 @@ def train_encoder(
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
     n_input = len(table)
     table, cleaned_by = clean_for_training(table, cfg.langs)
-    if len(table) < 0.5 * n_input:  # a corpus in other languages than --langs loses most rows to wrong_language
-        log.warning("cleaning kept %s of %s pairs; if the corpus is not %s, pass its languages (--langs SRC-TGT)",
-                    f"{len(table):,}", f"{n_input:,}", "-".join(cfg.langs))
     sort_keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
     train, held = split_heldout(table, cfg.heldout, cfg.seed, exclude_texts)
     train, reference = split_reference(train, cfg.reference_pairs, cfg.seed)
