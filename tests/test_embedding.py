@@ -93,6 +93,20 @@ def test_encoder_outputs_unit_rows_and_round_trips(tmp_path):
     np.testing.assert_allclose(again.encode(texts, batch_size=1), vecs, atol=1e-5)
 
 
+def test_a_bag_of_pieces_reads_past_the_positional_table(tmp_path):
+    """Text after piece 64 counts: a long sentence cut short (a partial translation) is not its full self."""
+    enc = tiny_encoder(tmp_path, trained=False)
+    words = (tiny_corpus()["src"][0].as_py() + " ") * 40
+    full, cut = words.strip(), " ".join(words.split()[: len(words.split()) // 2])
+    pieces = len(enc.tokenizer.encode([cut])[0])
+    assert pieces > enc.model.cfg.max_len  # both sides are longer than the old cut-off
+    tail = "Mở tệp lưu trữ trong thư mục " * 20
+    a, b = enc.encode([full + " " + tail, cut + " " + tail])
+    assert float(a @ b) < 0.999
+    attention = DualEncoder(EncoderConfig(**(TINY_MODEL | {"layers": 1, "vocab_size": enc.model.cfg.vocab_size})))
+    assert attention.max_pieces == attention.cfg.max_len  # positions exist only up to max_len
+
+
 def test_loss_prefers_aligned_pairs():
     x = np.eye(4, dtype=np.float32)
     aligned = additive_margin_loss(torch.from_numpy(x), torch.from_numpy(x), margin=0.3, scale=20.0)

@@ -70,6 +70,20 @@ def test_scores_do_not_depend_on_batching_and_survive_a_reload(encoder_dir):
     assert scorer.score([], []).shape == (0,)
 
 
+def test_the_filter_says_which_pairs_the_classifier_reads_only_in_part(encoder_dir, caplog):
+    from mtcore.alignment.filter import warn_cut_pairs
+
+    t = tiny_corpus().slice(700, 20)
+    src, tgt = t["src"].to_pylist(), t["tgt"].to_pylist()
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        warn_cut_pairs(encoder_dir, src, tgt)
+    assert not caplog.records  # short messages: read whole
+    long = [s + (" " + s) * 60 for s in src[:3]]
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        warn_cut_pairs(encoder_dir, long + src[3:], tgt)
+    assert "3 of 20 pairs" in caplog.text and "first 64" in caplog.text
+
+
 def test_negatives_are_never_the_rows_own_target(tmp_path):
     from mtcore.nmt.tokenizer import train_tokenizer
 

@@ -334,6 +334,18 @@ def load_pair_scorer(encoder_dir: str | Path) -> PairScorer:
     return load_classifier(classifier_dir(encoder_dir), Tokenizer(Path(encoder_dir) / SPM_FILE))
 
 
+def pairs_cut(encoder_dir: str | Path, src: list[str], tgt: list[str]) -> tuple[int, int]:
+    """(pairs with a side longer than the classifier reads, that length): it judges those by their first
+    `max_len` pieces, so what a long sentence's translation leaves out after them goes unseen."""
+    from mtcore.embedding.encoder import SPM_FILE
+
+    max_len = int(json.loads((classifier_dir(encoder_dir) / CONFIG_FILE).read_text())["max_len"])
+    tok = Tokenizer(Path(encoder_dir) / SPM_FILE)
+    lengths = [len(ids) for ids in tok.encode(list(src) + list(tgt))]
+    n = len(src)
+    return sum(max(a, b) > max_len for a, b in zip(lengths[:n], lengths[n:])), max_len
+
+
 def training_pairs(table, encoder_dir: str | Path, exclude_texts: set[str] | None = None, max_pairs: int = 120_000, seed: int = 0):
     """The classifier's training rows: the corpus's usable pairs without the encoder's reference pairs
     (they calibrate the threshold, so they must score as unseen pairs do) and without `exclude_texts`

@@ -479,6 +479,7 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
         else:
             classifier_for(spec)  # trained here on first use, before the actors load it
             actor, kwargs = ClassifierPairs, {"encoder_dir": spec}
+            warn_cut_pairs(spec, src, tgt)
         values = pair_model_scores(actor, kwargs, cfg.score, src, tgt, misaligned_partners(origins, len(src), cfg.seed),
                                    pairs, cfg, use_ray, reference)
         for prefix, v in zip(("", "mis_", "near_", "ref_"), values):
@@ -493,6 +494,16 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
     timing["score_seconds"] = round(t_all - t_enc, 2)
     timing["pairs_per_second"] = round(len(table) / t_all, 1) if t_all > 0 else None
     return scores, timing
+
+
+def warn_cut_pairs(encoder_dir: str, src: list[str], tgt: list[str]) -> None:
+    from mtcore.alignment.classifier import pairs_cut
+
+    cut, max_len = pairs_cut(encoder_dir, src, tgt)
+    if cut:
+        log.warning("%d of %d pairs (%.1f %%) have a side longer than the classifier's %d pieces: it judges them by "
+                    "their first %d (a translation that drops the end of a long sentence goes unseen; the margin "
+                    "reads them whole)", cut, len(src), 100 * cut / max(1, len(src)), max_len, max_len)
 
 
 def pair_model_scores(actor, kwargs: dict, column: str, src: list[str], tgt: list[str], partner: np.ndarray,

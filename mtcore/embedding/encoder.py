@@ -47,7 +47,7 @@ class EncoderConfig:
     heads: int = 4
     d_ff: int = 512
     dim: int = 256  # output embedding size
-    max_len: int = 64  # tokens per sentence; longer ones are truncated (software messages are short)
+    max_len: int = 64  # positions for attention layers; with none, a sentence is read up to POOLED_MAX_PIECES
     dropout: float = 0.1
 
     def __post_init__(self):
@@ -61,6 +61,11 @@ class EncoderConfig:
         if unknown:
             raise EncoderError(f"unknown encoder config key(s) {unknown}; known: {sorted(known)}")
         return cls(**d)
+
+
+# A bag of pieces has no positions, so nothing ties it to `max_len`: it reads a long sentence whole (a partial
+# translation of a 100-piece sentence differs from the full one after piece 64). The cap bounds a batch's memory.
+POOLED_MAX_PIECES = 512
 
 
 class DualEncoder(nn.Module):
@@ -81,6 +86,11 @@ class DualEncoder(nn.Module):
         self.proj = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.dim))
         nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
         nn.init.normal_(self.pos.weight, std=0.02)
+
+    @property
+    def max_pieces(self) -> int:
+        """Pieces read per sentence; the rest is cut off."""
+        return self.cfg.max_len if self.layers is not None else max(self.cfg.max_len, POOLED_MAX_PIECES)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         mask = ids != PAD_ID  # (B, T)
@@ -136,7 +146,7 @@ class SentenceEncoder:
         order = np.argsort([len(s) for s in ids], kind="stable")
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            batch = pad_batch([ids[i] for i in idx], self.model.cfg.max_len).to(self.device)
+            batch = pad_batch([ids[i] for i in idx], self.model.max_pieces).to(self.device)
             out[idx] = self.model(batch).float().cpu().numpy()
         return out
 

@@ -256,7 +256,7 @@ def fit(
     """
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    max_len = cfg.model.max_len
+    max_len = getattr(model, "module", model).max_pieces  # DDP wraps it
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     steps_per_epoch = max(1, math.ceil(len(src_ids) / cfg.batch_size) // world_size)
     total = cfg.max_steps or steps_per_epoch * cfg.epochs
