@@ -159,6 +159,30 @@ def test_align_docs_cli(encoder_dir, tmp_path, capsys):
     assert "1-1 4" in capsys.readouterr().out
 
 
+def test_align_docs_indices_are_the_files_lines(encoder_dir, tmp_path, capsys):
+    """One sentence a line with a blank line in the source: Vecalign's gold counts every line, so the
+    output's indices are the files' line numbers, not the positions among non-blank lines."""
+    (tmp_path / "d.en").write_text("Open the file\n\nClose the window\nDelete the new folder\nPrint the page\n")
+    (tmp_path / "d.vi").write_text("Mở tệp\nĐóng cửa sổ\nXoá thư mục mới\nIn trang\n")
+    argv = ["align_docs.py", "--src", str(tmp_path / "d.en"), "--tgt", str(tmp_path / "d.vi"), "--split", "lines",
+            "--output", str(tmp_path / "a.vecalign"), "--encoder", encoder_dir]
+    assert _run_script("pipelines/align_docs.py", argv) == 0
+    lines = [line.rsplit(":", 1)[0] for line in (tmp_path / "a.vecalign").read_text().splitlines()]
+    assert lines == ["[0]:[0]", "[2]:[1]", "[3]:[2]", "[4]:[3]"]
+    assert "blank lines are in no block" in capsys.readouterr().out
+
+
+def test_align_docs_cuts_both_documents_the_same_way(tmp_path):
+    from mtcore.alignment.documents import resolve_split
+
+    wrapped, flat = tmp_path / "wrapped.en", tmp_path / "flat.vi"
+    wrapped.write_text("A wrapped\nsentence. And one more.\n\nNext paragraph.\n")
+    flat.write_text("".join(f"Câu {i}.\n" for i in range(40)))
+    assert resolve_split([wrapped, flat]) == resolve_split([flat, wrapped]) == "lines"  # 1 blank line of 44
+    assert resolve_split([wrapped, wrapped]) == "sentences"
+    assert resolve_split([wrapped, flat], "sentences") == "sentences"
+
+
 def test_align_docs_cli_one_sentence_documents(encoder_dir, tmp_path, capsys):
     """A one-sentence pair is aligned 1-1 (it was deleted on both sides), with the default background or the user's."""
     (tmp_path / "d.en").write_text("Open the file\n")

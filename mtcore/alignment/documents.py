@@ -380,8 +380,7 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     if not any(ln.strip() for ln in lines):  # nothing to align: an error, not an alignment of deletions
         raise CorpusError(f"{path}: the document holds no text")
     if split == "auto":
-        blank = sum(1 for ln in lines if not ln.strip())
-        split = "sentences" if lines and blank / len(lines) >= 0.05 else "lines"
+        split = "sentences" if _wrapped(lines) else "lines"
     if split == "lines":
         return [ln.strip() for ln in lines if ln.strip()]
     if split != "sentences":
@@ -399,9 +398,40 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     return [s for p in paragraphs for s in split_sentences(" ".join(p.split()))]
 
 
-def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: str | Path) -> Path:
+def _wrapped(lines: list[str]) -> bool:
+    """Wrapped prose: ≥ 5 % of the lines blank (paragraph breaks); one sentence per line has next to none."""
+    return bool(lines) and sum(1 for ln in lines if not ln.strip()) / len(lines) >= 0.05
+
+
+def resolve_split(paths: list[str | Path], split: str = "auto") -> str:
+    """One way of cutting for every document of an alignment: `auto` looks at all of them together, so a
+    translation is never cut into sentences while its source is read line by line (their blocks would not match)."""
+    if split != "auto":
+        return split
+    from mtcore.data.corpus import _decode_lines
+
+    return "sentences" if _wrapped([ln for p in paths for ln in _decode_lines(Path(p))]) else "lines"
+
+
+def line_numbers(path: str | Path) -> list[int]:
+    """The 0-based line of the file that each sentence `read_document(path, "lines")` returns comes from."""
+    from mtcore.data.corpus import _decode_lines
+
+    return [i for i, ln in enumerate(_decode_lines(Path(path))) if ln.strip()]
+
+
+def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: str | Path,
+                    numbers: tuple[list[int], list[int]] | None = None) -> Path:
     """`.vecalign`: Vecalign's own output, `[0, 1]:[0]:0.123456` a line (its score.py reads it); `.tsv`: src indices,
-    tgt indices, cost, src text, tgt text (Vecalign's fields in columns, with the texts); else JSON lines."""
+    tgt indices, cost, src text, tgt text (Vecalign's fields in columns, with the texts); else JSON lines.
+    `numbers`: the files' line of each sentence (`line_numbers`), so that indices are the files' lines even where
+    blank lines were skipped (Vecalign's gold files count every line)."""
+    if numbers is not None:
+        blocks = [Block(tuple(numbers[0][i] for i in b.src), tuple(numbers[1][j] for j in b.tgt), b.cost) for b in blocks]
+        src_at, tgt_at = dict(zip(numbers[0], src)), dict(zip(numbers[1], tgt))
+    else:
+        src_at, tgt_at = dict(enumerate(src)), dict(enumerate(tgt))
+    src, tgt = src_at, tgt_at
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")  # written beside, then renamed: never half a file

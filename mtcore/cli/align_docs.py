@@ -18,7 +18,7 @@ from pathlib import Path
 from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
-from mtcore.alignment.documents import DocAlignConfig, align_documents, read_document, write_alignment
+from mtcore.alignment.documents import DocAlignConfig, align_documents, line_numbers, read_document, resolve_split, write_alignment
 from mtcore.embedding import load_encoder
 from mtcore.data.paths import DATA_DIR
 from mtcore.runs import home
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="FILE.jsonl (blocks with texts), FILE.tsv, or FILE.vecalign (Vecalign's own [i]:[j]:cost lines, "
                          "for its score.py) (default: %(default)s)")
     ap.add_argument("--encoder", default="builtin", help="'builtin', an encoder DIR, or a sentence-transformers name/path")
-    ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences")
+    ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences: lines (one a line, indices are the files' lines), sentences (paragraphs unwrapped and split), auto (sentences when ≥ 5 %% of the two files' lines are blank) (default: %(default)s)")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
     ap.add_argument("--background", nargs=2, metavar=("SRC_TXT", "TGT_TXT"),
@@ -54,16 +54,22 @@ def main(argv: list[str] | None = None) -> int:
     if Path(args.output).is_dir():
         raise checks.UsageError(f"--output: {args.output} is a directory; pass a file path (.jsonl or .tsv)")
     checks.output_apart(args.output, inputs)  # --output one.en would overwrite the document it reads
-    src, tgt = read_document(args.src, args.split), read_document(args.tgt, args.split)
+    split = resolve_split([args.src, args.tgt], args.split)
+    src, tgt = read_document(args.src, split), read_document(args.tgt, split)
     background = tuple(read_document(path, args.split) for path in args.background) if args.background else None
     encoder = load_encoder(args.encoder)
     t0 = time.perf_counter()
     blocks = align_documents(src, tgt, encoder, cfg, background)
     seconds = time.perf_counter() - t0
-    path = write_alignment(blocks, src, tgt, args.output)
+    numbers = (line_numbers(args.src), line_numbers(args.tgt)) if split == "lines" else None
+    path = write_alignment(blocks, src, tgt, args.output, numbers)
     kinds = Counter(b.kind for b in blocks)
     print(f"{len(src):,} source and {len(tgt):,} target sentences → {len(blocks):,} blocks in {seconds:.1f} s")
     print("blocks: " + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    if numbers is not None:
+        print("indices: the files' lines, from 0" + (" (blank lines are in no block)" if max(numbers[0][-1] + 1 - len(src), numbers[1][-1] + 1 - len(tgt)) else ""))
+    else:
+        print("indices: sentences, from 0 (paragraphs were unwrapped and cut into sentences; --split lines reads a line as one)")
     print(f"alignment → {path}")
     return 0
 
