@@ -84,6 +84,22 @@ def test_the_filter_says_which_pairs_the_classifier_reads_only_in_part(encoder_d
     assert "3 of 20 pairs" in caplog.text and "first 64" in caplog.text
 
 
+def test_training_reports_held_out_auc_against_each_kind_of_near_miss(encoder_dir, tmp_path):
+    import shutil
+
+    from mtcore.alignment.classifier import heldout_figures
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    scorer = load_pair_scorer(encoder_dir)
+    assert heldout_figures(scorer, encoder_dir) == {}  # no reference pairs: nothing to say
+    enc = shutil.copytree(encoder_dir, tmp_path / "encoder")
+    write_parquet(tiny_corpus().slice(600, 150), enc / REFERENCE_FILE)
+    trained = heldout_figures(scorer, enc)
+    untrained = heldout_figures(PairScorer(PairClassifier(scorer.model.cfg).eval(), scorer.tokenizer), enc)
+    assert trained["heldout_pairs"] == 150 and {"heldout_auc_fuzzy", "heldout_auc_neighbour"} <= set(trained)
+    assert trained["heldout_auc_fuzzy"] >= 0.85 and trained["heldout_auc"] > untrained["heldout_auc"] + 0.15, (trained, untrained)
+
+
 def test_negatives_are_never_the_rows_own_target(tmp_path):
     from mtcore.nmt.tokenizer import train_tokenizer
 

@@ -421,6 +421,7 @@ def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig 
             run.end("FAILED")
         raise
     log.info("pair classifier: trained in %.0f s (final loss %s)", metrics["train_seconds"], metrics["final_loss"])
+    metrics |= heldout_figures(PairScorer(model, tok), encoder_dir, cfg.seed)
     if run is not None:
         run.log_metrics({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
         run.end("FINISHED")
@@ -433,6 +434,33 @@ def train_beside_encoder(corpus, encoder_dir: str | Path, cfg: ClassifierConfig 
         shutil.rmtree(out)
     partial.rename(out)
     return out
+
+
+def heldout_figures(scorer: PairScorer, encoder_dir: str | Path, seed: int = 0) -> dict:
+    """ROC AUC of the classifier on the encoder's reference pairs (whole catalogs it never trained on) against
+    their near misses, overall and per kind (`negatives.near_miss_pairs`): how well it tells a translation from
+    an outdated, neighbouring, partial or detail-swapped one, before it filters anything. {} without a reference."""
+    import pyarrow.parquet as pq
+
+    from mtcore.alignment.calibration import separation
+    from mtcore.embedding.encoder import REFERENCE_FILE
+
+    path = Path(encoder_dir) / REFERENCE_FILE
+    ref = pq.read_table(path) if path.is_file() else None
+    if ref is None or len(ref) < 2:
+        return {}
+    src, tgt = ref["src"].to_pylist(), ref["tgt"].to_pylist()
+    origins = ref["origin"].to_pylist() if "origin" in ref.column_names else None
+    near = negatives.near_miss_pairs(src, tgt, origins, seed, synthetic_rows=len(src))
+    if not len(near):
+        return {}
+    good, bad = scorer.score(src, tgt), scorer.score([src[i] for i in near.rows], list(near.targets))
+    kinds = np.asarray(near.kinds, dtype=object)
+    figures = {"heldout_pairs": len(src), "heldout_auc": round(separation(good, bad), 4)}
+    figures |= {f"heldout_auc_{k}": round(separation(good, bad[kinds == k]), 4) for k in sorted(set(near.kinds))}
+    log.info("pair classifier: held-out ROC AUC %.3f against near misses (%s) on %d reference pairs", figures["heldout_auc"],
+             ", ".join(f"{k} {figures[f'heldout_auc_{k}']:.3f}" for k in sorted(set(near.kinds))), len(src))
+    return figures
 
 
 def ensure_classifier(encoder_dir: str | Path) -> Path:
