@@ -6,6 +6,9 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               trained on), both directions. Anchor: the same architecture and vocabulary,
               untrained (what shared pieces such as %s, names and numbers give for free).
               Goal ≥ 0.90.
+  long        pairs with a side over 64 pieces (a sample of the raw corpus), each against its target
+              cut to 60–80 % of its words: ROC AUC full vs cut, the encoder reading whole sentences
+              vs the anchor, the first 64 pieces (what it read before 2026-11-25).
   near_miss   data/near_miss_dev.parquet (pipelines/build_near_miss_dev.py): held-out catalog pairs with
               ~19 % near misses (outdated translation of the most similar other message, neighbour,
               partial, swapped number/option/name). P / R / F1 of the rejects and false rejects
@@ -61,6 +64,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mtcore.alignment.calibration import separation
 from mtcore.alignment.documents import Block, DocAlignConfig, align_documents, read_document, strict_f1
 from mtcore.alignment.filter import (
     MAX_FALSE_REJECT,
@@ -184,6 +188,37 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_r
         ls_mis = length_score(src, [tgt[j] for j in partner])
         row["anchor_length"] = prf(ls < auto_threshold(ls, ls_mis), bad)
         out[kind] = row
+    return out
+
+
+def bench_long_sentences(enc, seed: int, sample: int = 60_000) -> dict | None:
+    """Pairs with a side over 64 pieces (from a sample of the raw corpus), each against its own target cut to
+    its first 60–80 % of words: ROC AUC full vs cut, reading whole sentences (the encoder's `max_pieces`) against
+    the anchor, the first 64 pieces (what the encoder read before). None for an external encoder."""
+    import mtcore.embedding.encoder as encoder_module
+    from mtcore.data.paths import RAW_PARALLEL
+
+    if not isinstance(enc, SentenceEncoder) or not RAW_PARALLEL.exists():
+        return None
+    t = read_corpus(RAW_PARALLEL).select(["src", "tgt"])
+    t = t.take(pa.array(np.random.default_rng(seed + 1).choice(len(t), min(sample, len(t)), replace=False)))
+    src, tgt = t["src"].to_pylist(), t["tgt"].to_pylist()
+    lengths = [max(len(a), len(b)) for a, b in zip(enc.tokenizer.encode(src), enc.tokenizer.encode(tgt))]
+    rows = [i for i, n in enumerate(lengths) if n > 64]
+    rng = np.random.default_rng(seed)
+    s, full = [src[i] for i in rows], [tgt[i] for i in rows]
+    cut = [" ".join(x.split()[: max(1, int(len(x.split()) * rng.uniform(0.6, 0.8)))]) for x in full]
+    out = {"sample": len(t), "long_pairs": len(rows)}
+    saved = encoder_module.POOLED_MAX_PIECES
+    try:
+        for name, cap in (("first_64", 64), ("whole", saved)):
+            encoder_module.POOLED_MAX_PIECES = cap
+            x, y, c = enc.encode(s), enc.encode(full), enc.encode(cut)
+            good, bad = (x * y).sum(1), (x * c).sum(1)
+            out[name] = {"roc_auc": round(separation(good, bad), 4), "median_full": round(float(np.median(good)), 4),
+                         "median_cut": round(float(np.median(bad)), 4), "same_score": round(float((np.abs(good - bad) < 1e-6).mean()), 4)}
+    finally:
+        encoder_module.POOLED_MAX_PIECES = saved
     return out
 
 
@@ -733,6 +768,14 @@ def main(argv=None) -> int:
     for d in ("en_vi", "vi_en"):
         o = e["ours"][f"p_at_1_{d}"]
         print(f"  {d}: ours {o:.3f}   untrained anchor {a[f'p_at_1_{d}']:.3f}   ratio {o / max(a[f'p_at_1_{d}'], 1e-9):.1f}x")
+
+    res["long_sentences"] = ls = bench_long_sentences(enc, args.seed)
+    if ls and ls["long_pairs"]:
+        w, a = ls["whole"], ls["first_64"]
+        print(f"== long sentences: {ls['long_pairs']} pairs over 64 pieces (of {ls['sample']:,} raw pairs), each against its "
+              f"target cut to 60-80 % of its words: ROC AUC full vs cut, whole sentences {w['roc_auc']:.3f} vs the first-64-pieces "
+              f"anchor {a['roc_auc']:.3f} (ratio {w['roc_auc'] / max(a['roc_auc'], 1e-9):.2f}x); cut scored as the full pair: "
+              f"{100 * w['same_score']:.0f} % vs {100 * a['same_score']:.0f} %")
 
     if args.only_documents:
         print_documents(enc, quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")]), args, res)
