@@ -232,6 +232,38 @@ def test_mlflow_run_reference(ckpt, tmp_path, mlflow_uri):
     assert (tmp_path / "out" / "model.bin").is_file()
 
 
+def test_every_model_command_takes_a_run_reference_and_leaves_no_download(ckpt, tmp_path, mlflow_uri, monkeypatch, capsys):
+    """translate, evaluate and export take runs:/RUN_ID; the download is removed once read, and the export names
+    the reference, not a temporary folder. A training run's folder means its best/."""
+    import shutil
+    import tempfile
+
+    import mlflow
+
+    from mtcore import evaluate as evaluate_entry, export as export_entry, translate as translate_entry
+
+    mlflow.set_tracking_uri(mlflow_uri)
+    mlflow.set_experiment("export")
+    with mlflow.start_run() as run:
+        mlflow.log_artifacts(str(ckpt.path), artifact_path="best_checkpoint")
+    downloads = tmp_path / "tmp"
+    downloads.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(downloads))
+    uri = f"runs:/{run.info.run_id}"
+    (tmp_path / "in.en").write_text("open the file\n", encoding="utf-8")
+    assert translate_entry.main(["--model", uri, "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "a.vi")]) == 0
+    assert export_entry.main(["--to", "ctranslate2", uri, str(tmp_path / "ct2")]) == 0
+    assert json.loads((tmp_path / "ct2" / "mtcore_export.json").read_text())["checkpoint"] == uri
+    (tmp_path / "test.tsv").write_text("open the file\tmở tệp\n", encoding="utf-8")
+    assert evaluate_entry.main(["--model", uri, "--test", str(tmp_path / "test.tsv")]) == 0
+    assert list(downloads.iterdir()) == []  # every download removed
+
+    run_dir = tmp_path / "ray_train" / "my-run"
+    shutil.copytree(ckpt.path, run_dir / "best")
+    assert translate_entry.main(["--model", str(run_dir), "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "b.vi")]) == 0
+    assert (tmp_path / "b.vi").read_text() == (tmp_path / "a.vi").read_text()
+
+
 def test_decode_speed_benchmark_runs(ckpt, capsys):
     """benchmarks/decode_speed.py with tiny settings: every runtime in the table, the goal line printed."""
     import importlib.util

@@ -50,6 +50,7 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     assert skipped == ([f"warning: skipped {240 - len(seen)} of 240 training pairs: {240 - len(seen)} longer than "
                         f"max_len=32"] if len(seen) < 240 else [])
     assert any(line.startswith("step      4") for line in lines)
+    assert "training stopped at step 16: reached train.max_steps=16" in lines  # why it ended, in words
     assert lines[-1] == "decoding 10 test pairs with the best checkpoint (beam 2), then logging the run's artifacts"
 
     client = mlflow.MlflowClient(mlflow_uri)
@@ -59,7 +60,7 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     for name in ("train/loss", "train/lr", "train/tokens_per_s", "train/grad_norm", "dev/loss", "dev/bleu", "dev/chrf", "test/bleu", "test/chrf"):
         assert name in run.data.metrics, name
     assert [m.step for m in client.get_metric_history(run.info.run_id, "dev/bleu")] == [8, 16]
-    assert run.data.tags["sacrebleu.bleu_signature"].startswith("nrefs:1")
+    assert run.data.tags["sacrebleu.bleu_signature"].startswith("nrefs:1") and run.data.tags["mtcore.stop_reason"] == "max_steps"
     assert run.data.tags["mtcore.entry_point"] == "experiments/train_transformer.py"  # experiment "train_transformer"
     assert (run.data.tags["mtcore.arch"], run.data.tags["mtcore.direction"]) == ("transformer", "en-vi")
     description = run.data.tags["mlflow.note.content"]  # the run's Description paragraph
@@ -139,6 +140,15 @@ def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, ml
     chosen = json.loads((outcome.best_checkpoint / "config.json").read_text())
     assert len(history) == 4 and chosen["metrics"]["dev/loss"] == min(m.value for m in history)
     assert chosen["train"]["best_metric"] == "loss"
+
+
+def test_the_stop_line_names_the_setting_that_ended_training():
+    from mtcore.config import TrainConfig
+
+    train = TrainConfig(patience=3, max_steps=200)
+    assert ray_training.stop_line("patience", train, 60) == ("training stopped at step 60: no gain in dev bleu for 3 "
+                                                             "validations in a row (train.patience=3; 0 never stops early)")
+    assert "train.time_budget_min=11" in ray_training.stop_line("time_budget", TrainConfig(time_budget_min=11), 900)
 
 
 def test_best_checkpoint_follows_best_metric_skips_nan_and_prefers_the_later_on_a_tie():

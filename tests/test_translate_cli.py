@@ -69,6 +69,7 @@ def test_n_best_lists_the_beams_best_first(ckpt, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--n-best", "5", "--beam", "4"], "--n-best: 5 needs beam search with --beam >= 5"),
+    (["--sample", "--n-best", "2", "--beam", "2"], "--n-best: 2 lists a beam's hypotheses; leave out --sample"),
     (["-i", "/nonexistent/in.txt"], "-i/--input: /nonexistent/in.txt not found"),
     (["-o", "/nonexistent/typo/out.vi"], "-o/--output: /nonexistent/typo/out.vi: folder /nonexistent/typo does not exist"),
     (["--device", "cuda:99"], "--device: cuda:99"),  # no machine has 100 GPUs: the same error with CUDA or without
@@ -94,6 +95,7 @@ def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path
     rows = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
     expected = translate(ckpt.model, ckpt.tokenizer, [SOURCES[0], SOURCES[1]], beam=5)
     assert [r.split("\t")[1] for r in rows] == [expected[0], "", "", expected[1]]
+    assert [r.split("\t")[0] for r in rows][1:3] == ["nan", "nan"]  # no score, not the most confident one
     assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "nbest.txt"), "--n-best", "2"]) == 0
     nbest = [r.split("\t") for r in (tmp_path / "nbest.txt").read_text(encoding="utf-8").splitlines()]
     assert [int(r[0]) for r in nbest] == [0, 0, 1, 2, 3, 3] and [r[2] for r in nbest if r[0] in ("1", "2")] == ["", ""]

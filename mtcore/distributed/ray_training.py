@@ -394,6 +394,10 @@ def train_worker(config: dict[str, Any]) -> None:
         run_cfg.train, run_cfg.model, train_pairs, dev_pairs, tokenizer,
         device=device, on_step=on_step, on_validation=on_validation, on_epoch=on_epoch, state=state,
     )
+    progress.write(stop_line(result.stop_reason, run_cfg.train, result.steps))
+    if rank == 0 and inputs.run is not None and result.stop_reason:
+        with contextlib.suppress(Exception):  # tracking never stops a finished run
+            inputs.run.set_tags({"mtcore.stop_reason": result.stop_reason})
     if result.averaged:  # the outcome either way: the average is a checkpoint only when it won
         avg = result.averaged
         mlflow_log({"average/dev_bleu": avg["dev_bleu"], "average/dev_loss": avg["dev_loss"], "average/snapshots": len(avg["steps"]),
@@ -402,6 +406,19 @@ def train_worker(config: dict[str, Any]) -> None:
                        f"{avg['dev_bleu']:.2f} vs {avg['last_dev_bleu']:.2f}, dev loss {avg['dev_loss']:.3f} vs "
                        f"{avg['last_dev_loss']:.3f} for the last weights; "
                        f"{'kept' if avg['kept'] else 'not kept'}")
+
+
+def stop_line(reason: str, train, steps: int) -> str:
+    """Why training ended, in words: a run that asked for 3,000 steps and made 60 says why."""
+    why = {
+        "max_steps": f"reached train.max_steps={train.max_steps}",
+        "time_budget": f"used its time budget (train.time_budget_min={train.time_budget_min:g})",
+        "patience": f"no gain in dev {train.best_metric.replace('dev/', '')} for {train.patience} validations in a row "
+                    f"(train.patience={train.patience}; 0 never stops early)",
+        "max_epochs": f"made train.max_epochs={train.max_epochs} passes over the data",
+        "callback": "stopped by its caller (e.g. a Tune scheduler)",
+    }.get(reason, reason or "ended")
+    return f"training stopped at step {steps:,}: {why}"
 
 
 def _maybe_inject_failure(job: TrainingJob, rank: int, step: int, inputs: PreparedInputs) -> None:

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,6 +187,24 @@ def load_weights(model: torch.nn.Module, state: dict[str, torch.Tensor], where: 
                 f"{tuple(own[name].shape)} in the model (different vocabulary or config)"
             )
     model.load_state_dict(state)
+
+
+def checkpoint_dir(spec: str | Path, resolve: Callable[[str], Path] | None = None) -> Path:
+    """A `--model` argument as a checkpoint directory: the directory itself; a training run's directory → its
+    `best/` (the stable path the run prints); `runs:/RUN_ID[/PATH]` or `models:/NAME/VERSION` → `resolve(spec)`
+    (the entry points pass the tracking layer's download). Anything else is returned for `load_checkpoint` to refuse
+    with its own message."""
+    text = str(spec)
+    if text.startswith(("runs:/", "models:/")):
+        if resolve is None:
+            raise CheckpointError(f"{text}: an MLflow reference; use `python -m mtcore.translate|evaluate|export`, which "
+                                  "download it, or pass a checkpoint directory")
+        return resolve(text)
+    path = Path(spec)
+    if path.is_dir() and not (path / CONFIG).is_file() and (path / "best" / CONFIG).is_file():
+        log.info("%s is a training run: using its best checkpoint, %s", path, path / "best")
+        return path / "best"
+    return path
 
 
 def load_checkpoint(

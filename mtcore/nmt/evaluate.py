@@ -15,13 +15,14 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore import checks
-from mtcore.nmt.checkpoint import CheckpointError, load_checkpoint
+from mtcore.nmt.checkpoint import CheckpointError, checkpoint_dir, load_checkpoint
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
@@ -31,7 +32,8 @@ from mtcore.nmt.translate import check_beam_fits, check_decoding_args, decoding_
 
 
 @entry_point
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None = None) -> int:
+    """`resolve`: an MLflow `runs:/…` reference → a local checkpoint (the `mtcore.X` entry point passes the tracking layer's)."""
     parser = argparse.ArgumentParser(prog=program("python -m mtcore.evaluate"), description=__doc__.split("\n")[0])
     decoding_args(parser)
     parser.add_argument("--test", default=str(paths.TEST), help="parallel corpus (any format mtcore.data.corpus reads)")
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", args.corpus_langs):
         parser.error(f"--corpus-langs {args.corpus_langs!r}: expected two language codes, e.g. de-en")
-    ckpt = load_checkpoint(args.model, device=args.device)
+    ckpt = load_checkpoint(checkpoint_dir(args.model, resolve), device=args.device)
     check_beam_fits(args, ckpt)
     model_dir = ckpt.model_cfg.direction
     corpus = corpus_languages(ckpt.model_cfg, args.corpus_langs)

@@ -52,7 +52,7 @@ import torch
 
 from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
-from mtcore.nmt.checkpoint import SPM, Checkpoint, load_checkpoint
+from mtcore.nmt.checkpoint import SPM, Checkpoint, checkpoint_dir, load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY
 from mtcore.nmt.model import Transformer
 from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -94,6 +94,11 @@ def _write_info(ckpt: Checkpoint, out: Path, fmt: str, **extra) -> None:
             "input": "NFC text, whitespace runs as one space (mtcore.nmt.tokenizer.normalize), SentencePiece pieces + '</s>'",
             **extra}
     (out / INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _record_origin(out: Path, origin: str) -> None:
+    info = json.loads((out / INFO).read_text(encoding="utf-8"))
+    (out / INFO).write_text(json.dumps(info | {"checkpoint": origin}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- CTranslate2
@@ -332,18 +337,18 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
     add_common_options(parser)
     args = parser.parse_args(argv)
-    source = Path(args.model)
     try:
+        source = checkpoint_dir(args.model, resolve)
         if not source.is_dir():
-            if resolve is None or "://" not in args.model and not args.model.startswith(("runs:/", "models:/")):
-                raise ExportError(f"{args.model}: checkpoint directory not found")
-            source = resolve(args.model)
+            raise ExportError(f"{args.model}: checkpoint directory not found")
         out = export(args.to, source, args.out, quantization=args.quantization, force=args.force)
+        if str(source) != args.model:  # the export names what the user gave, not a download's temporary folder
+            _record_origin(out, args.model)
     except ValueError as err:  # ExportError, CheckpointError, FetchError: messages that name the culprit
         print(f"error: {err}", file=sys.stderr)
         return 2
     except ImportError as err:  # the converters' libraries are an optional extra
         print(f"error: {(err.name or 'a converter library').split('.')[0]} is not installed: pip install 'mtcore[export]'", file=sys.stderr)
         return 2
-    print(f"exported {source} -> {out} ({args.to}{', ' + args.quantization if args.to == 'ctranslate2' else ''})")
+    print(f"exported {args.model} -> {out} ({args.to}{', ' + args.quantization if args.to == 'ctranslate2' else ''})")
     return 0

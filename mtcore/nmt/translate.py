@@ -18,13 +18,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from mtcore.console import add_common_options, program
 from mtcore import checks
 from mtcore.errors import entry_point
-from mtcore.nmt.checkpoint import load_checkpoint
+from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
 from mtcore.config import DecodeConfig, Sampling
 from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate_ids
 
@@ -45,7 +47,7 @@ def decoding_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (a sample depends on it and on --batch-size: the same pair of them, the same output)")
 
 
 def check_beam_fits(args: argparse.Namespace, ckpt) -> None:
@@ -128,17 +130,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @entry_point
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None = None) -> int:
+    """`resolve`: an MLflow `runs:/…` reference → a local checkpoint (the `mtcore.X` entry point passes the tracking layer's)."""
     args = build_parser().parse_args(argv)
     check_decoding_args(args)
     checks.at_least("--n-best", args.n_best, 1)
-    if args.n_best > 1 and (args.sample or args.n_best > args.beam):
+    if args.n_best > 1 and args.sample:
+        raise checks.UsageError(f"--n-best: {args.n_best} lists a beam's hypotheses; leave out --sample")
+    if args.n_best > args.beam:
         raise checks.UsageError(f"--n-best: {args.n_best} needs beam search with --beam >= {args.n_best}")
     if args.input != "-":
         checks.input_file("-i/--input", args.input)
     if args.output != "-":  # before the decoding, not after it
         checks.output_file("-o/--output", args.output)
-    ckpt = load_checkpoint(args.model, device=args.device)
+    ckpt = load_checkpoint(checkpoint_dir(args.model, resolve), device=args.device)
     check_beam_fits(args, ckpt)
     if args.input == "-":
         lines = read_lines(sys.stdin.buffer)
@@ -166,9 +171,13 @@ def one_cell(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
+NO_SCORE = "nan"  # a blank line's score: pandas and sacrebleu-style tools read it as missing
+
+
 def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbers: list[int] | None = None) -> list[tuple[str, ...]]:
     """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation).
-    A blank line is translated as a blank line (a model asked for it invents text). `line_numbers`: each line's
+    A blank line is translated as a blank line (a model asked for it invents text), with the score `nan`: there is
+    nothing it is confident about (0.0000 read as the most confident line of all). `line_numbers`: each line's
     number in the input (from 1), for warnings."""
     line_numbers = line_numbers or list(range(1, len(lines) + 1))
     filled = [i for i, line in enumerate(lines) if line.strip()]
@@ -176,8 +185,8 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
         rows = translate_lines(ckpt, [lines[i] for i in filled], args, [line_numbers[i] for i in filled]) if filled else []
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): line numbers back to the input's
             return sorted([(str(filled[int(r[0])]), *r[1:]) for r in rows] +
-                          [(str(i), f"{0.0:.4f}", "") for i in range(len(lines)) if not lines[i].strip()], key=lambda r: int(r[0]))
-        out = [("0.0000", "") if args.scores else ("",)] * len(lines)
+                          [(str(i), NO_SCORE, "") for i in range(len(lines)) if not lines[i].strip()], key=lambda r: int(r[0]))
+        out = [(NO_SCORE, "") if args.scores else ("",)] * len(lines)
         for i, row in zip(filled, rows):
             out[i] = row
         return out

@@ -7,7 +7,10 @@ checkpoint directory (config.json next to spm.model).
 
 from __future__ import annotations
 
+import contextlib
 import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 BEST = "best_checkpoint"
@@ -17,7 +20,9 @@ class FetchError(ValueError):
     pass
 
 
-def download_checkpoint(uri: str) -> Path:
+def download_checkpoint(uri: str, dest: str | Path | None = None) -> Path:
+    """The checkpoint directory inside `uri`'s artifacts, downloaded under `dest` (else MLflow's own temporary folder,
+    which nothing removes: prefer `fetched`)."""
     import mlflow
 
     from mtcore import tracking
@@ -26,15 +31,23 @@ def download_checkpoint(uri: str) -> Path:
         uri = f"{uri.rstrip('/')}/{BEST}"
     mlflow.set_tracking_uri(tracking.tracking_uri())
     try:
-        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(dest) if dest else None))
     except Exception as err:  # MlflowException, OSError: the message names the run or path
         run = re.fullmatch(r"(runs:/[^/]+)/translator/?", uri)
         if run is None:
             raise FetchError(f"{uri}: cannot download ({err})") from None
         # a run logged without its pyfunc model (job.log_model: false, the back-translation job's reverse
         # models) still has its checkpoint, which is what the translator model wraps
-        return download_checkpoint(run.group(1))
+        return download_checkpoint(run.group(1), dest)
     found = sorted(p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file())
     if not found:
         raise FetchError(f"{uri}: no mtcore checkpoint (config.json next to spm.model) inside")
     return found[0]
+
+
+@contextlib.contextmanager
+def fetched() -> Iterator:
+    """A resolver `uri -> checkpoint directory` whose downloads are removed when the block ends (the model is read by
+    then: a translation or an export must not leave a model-sized copy in /tmp per call)."""
+    with tempfile.TemporaryDirectory(prefix="mtcore-fetch-") as tmp:
+        yield lambda uri: download_checkpoint(uri, tmp)
