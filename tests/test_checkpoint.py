@@ -87,8 +87,12 @@ def test_average_of_last_checkpoints(tokenizer, tmp_path):
     models = [tiny_model(tokenizer, seed=s) for s in range(3)]
     for step, m in zip((10, 20, 30), models):
         save_checkpoint(tmp_path / "run" / f"step_{step}", m, tokenizer, step=step)
+    import shutil
+
+    shutil.copytree(tmp_path / "run" / "step_30", tmp_path / "run" / "best")  # what a run publishes: a copy of one
     last2 = last_checkpoints(tmp_path / "run", 2)
     assert [p.name for p in last2] == ["step_20", "step_30"]
+    assert [p.name for p in last_checkpoints(tmp_path / "run", 5)] == ["step_10", "step_20", "step_30"]
     avg = average_checkpoints(last2, out_dir=tmp_path / "avg")
     w = "decoder.1.cross_attn.q_proj.weight"
     torch.testing.assert_close(avg.model.state_dict()[w], (models[1].state_dict()[w] + models[2].state_dict()[w]) / 2)

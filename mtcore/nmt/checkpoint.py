@@ -276,15 +276,16 @@ def load_resume_state(latest: str | Path) -> tuple[dict[str, Any] | None, Path]:
 
 
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
-    """The `n` checkpoint directories under `run_dir` with the highest recorded step, oldest first."""
+    """The `n` checkpoint directories under `run_dir` with the highest recorded step, oldest first: one per step
+    (a run's `best/` is a copy of one of them, and an average would weigh it twice)."""
     found = []
-    for d in Path(run_dir).iterdir():
+    for d in sorted(Path(run_dir).iterdir(), key=lambda d: d.name == "best"):  # a step's own folder before best/
         if d.is_dir() and (d / CONFIG).is_file():
             try:
                 step = json.loads((d / CONFIG).read_text(encoding="utf-8")).get("step")
             except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
                 continue  # a damaged checkpoint has no step to sort by
-            if step is not None:
+            if step is not None and step not in {s for s, _ in found}:
                 found.append((step, d))
     return [d for _, d in sorted(found)[-n:]]
 
