@@ -262,17 +262,26 @@ def write_data_pointer(root: str | Path, data: str | Path, fingerprint: str, mlf
 
 
 def recorded_languages(path: str | Path) -> tuple[str, str] | None:
-    """The (src, tgt) column languages a cleaning stage recorded for its output (`clean --langs vi-en`): for the
-    stage folder or its kept/; None for any other corpus."""
+    """The (src, tgt) column languages a cleaning or alignment-filter stage recorded for its output (`clean --langs
+    vi-en`): for the stage folder or its kept/; None for any other corpus."""
     path = Path(path)
     for report in (path / "report.json", path.parent / "report.json" if path.name == "kept" else None):
         if report is not None and report.is_file():
             try:
-                langs = json.loads(report.read_text(encoding="utf-8")).get("config", {}).get("languages")
+                config = json.loads(report.read_text(encoding="utf-8")).get("config", {})
+                langs = config.get("languages") or config.get("langs")  # cleaning's key; the alignment filter's
             except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
                 return None
             return tuple(langs) if isinstance(langs, list) and len(langs) == 2 else None
     return None
+
+
+def languages_of(path: str | Path, given: str | None, name: str = "--langs") -> tuple[str, str]:
+    """A data stage's languages: `given` (its --langs), else those the stage that made `path` recorded (an en-de
+    cleaning output is en-de without saying it twice), else en-vi, the project's pair."""
+    if given:
+        return checks.language_pair(given, name)
+    return recorded_languages(path) or ("en", "vi")
 
 
 def resolve_data(path: str | Path) -> tuple[Path, dict[str, Any]]:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.classifier import ClassifierConfig, read_classifier_metrics, train_beside_encoder
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL
-from mtcore.runs import home
+from mtcore.runs import home, languages_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(RAW_PARALLEL), help="parallel corpus, any format the readers take (default: %(default)s)")
     ap.add_argument("--output", default=str(home() / "encoders" / "custom"), help="encoder directory (default: %(default)s)")
-    ap.add_argument("--langs", metavar="SRC-TGT", default="-".join(d.langs), help="the corpus's languages, e.g. de-en: its "
-                    "cleaning rules, a Moses pair's suffixes, and the pair align_filter.py --langs checks (default: %(default)s)")
+    ap.add_argument("--langs", metavar="SRC-TGT", default=None, help="the corpus's languages, e.g. de-en: its "
+                    "cleaning rules, a Moses pair's suffixes, and the pair align_filter.py --langs checks (default: those "
+                    f"the corpus's cleaning stage recorded, else {'-'.join(d.langs)})")
     ap.add_argument("--epochs", type=int, default=d.epochs)
     ap.add_argument("--batch-size", type=int, default=d.batch_size)
     ap.add_argument("--layers", type=int, default=d.model.layers, help="Transformer layers (0: pooled embeddings + MLP)")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.classifier_only:
         return _train_classifier(args)
     cfg = EncoderTrainConfig(epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
-                             langs=checks.language_pair(args.langs))
+                             langs=languages_of(args.corpus, args.langs))
     cfg.model.layers, cfg.model.vocab_size = args.layers, args.vocab_size
     result = train_encoder(args.corpus, args.output, cfg, track=not args.no_mlflow)
     m, (s, t) = result.metrics, cfg.langs
@@ -73,7 +73,7 @@ def _train_classifier(args) -> int:
     if not is_encoder_dir(args.output):
         raise EncoderError(f"--classifier-only: {args.output} holds no encoder; train one first (without --classifier-only)")
     path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs),
-                                track=not args.no_mlflow, langs=checks.language_pair(args.langs))
+                                track=not args.no_mlflow, langs=languages_of(args.corpus, args.langs))
     m = read_classifier_metrics(path)
     if "heldout_auc" in m:
         print(f"pair classifier: held-out ROC AUC {m['heldout_auc']:.3f} against near misses ("

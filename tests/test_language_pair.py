@@ -201,6 +201,30 @@ def test_a_vi_en_stage_output_trains_a_vi_to_en_model_the_right_way_round(tmp_pa
     assert ray_training.load_pairs(str(stage / "kept"), job) == [(e, v) for v, e in pairs]
 
 
+def test_a_stage_output_of_another_pair_is_not_read_as_en_vi(tmp_path):
+    """An en-de cleaning output trained an en→vi model on German targets, scored on the en-vi test set, without a
+    word; align_filter and train_encoder read it with the en-vi rules unless --langs was repeated."""
+    import pyarrow as pa
+
+    from mtcore.data.corpus import write_parquet
+    from mtcore.distributed import ray_training
+    from mtcore.distributed.ray_training import JobError
+    from mtcore.runs import languages_of
+
+    stage = tmp_path / "clean-en-de"
+    write_parquet(pa.table({"src": ["Open the file"], "tgt": ["Datei öffnen"]}), stage / "kept" / "part-0.parquet")
+    (stage / "report.json").write_text(json.dumps({"stage": "clean", "config": {"languages": ["en", "de"]}}))
+    job = TrainingJob.load(None, [f"job.train_data={stage}"])
+    with pytest.raises(JobError, match=r"holds en-de pairs .* model.src_lang=en model.tgt_lang=de"):
+        ray_training.resolve_train_data(job)
+    assert languages_of(stage, None) == languages_of(stage / "kept", None) == ("en", "de")  # align_filter's default
+    assert languages_of(stage, "de-en") == ("de", "en") and languages_of(tmp_path, None) == ("en", "vi")
+    aligned = tmp_path / "align-en-de"  # the alignment filter's report names them `langs`
+    aligned.mkdir()
+    (aligned / "report.json").write_text(json.dumps({"stage": "align_filter", "config": {"langs": ["en", "de"]}}))
+    assert languages_of(aligned, None) == ("en", "de")
+
+
 @pytest.mark.parametrize("langs, src, tgt", [
     (("en", "zh"), "The cat is drinking water in the kitchen today.", "猫今天在厨房里喝水。"),
     (("zh", "en"), "我非常喜欢这本新书。", "I like this new book very much."),

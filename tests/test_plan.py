@@ -274,10 +274,13 @@ def test_a_warm_up_the_run_never_finishes_is_said():
 
     assert make_plan(TrainingJob.load(DEFAULT_JOB), cpus=2, gpus=0).warnings() == []
     small = make_plan(TrainingJob.load(DEFAULT_JOB, ["model.preset=small"]), cpus=2, gpus=0)
-    assert small.warmup == 4000 and any("warm-up 4,000 steps ≥ the run's ~190" in line for line in small.lines())
+    assert small.warmup == 4000 and any("warm-up 4,000 steps > the run's ~190" in line for line in small.lines())
     capped = make_plan(TrainingJob.load(ROOT / "experiments/configs/tiny.yaml", ["train.warmup=5000", "train.max_steps=20"]),
                        cpus=2, gpus=0)
     assert capped.warnings() and "(0 % of it at the end)" in capped.warnings()[0]
+    exact = make_plan(TrainingJob.load(ROOT / "experiments/configs/tiny.yaml", ["train.warmup=5", "train.max_steps=5"]),
+                      cpus=2, gpus=0)
+    assert exact.warnings() == []  # the last step is at the peak: nothing to say
 
 
 def test_a_position_table_shorter_than_the_longest_pair_is_refused_before_training():

@@ -36,14 +36,13 @@ import sys
 from pathlib import Path
 
 from mtcore.data.text_export import FORMATS, export_text
-from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
 from mtcore.data.corpus import corpus_argument
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL
-from mtcore.runs import home
+from mtcore.runs import home, languages_of
 from mtcore.alignment.scoring import SCORES
 
 
@@ -70,9 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
     ap.add_argument("--nmt", nargs=2, metavar=("FORWARD", "REVERSE"), default=("", ""),
                     help="for --score dual_xent: checkpoint directories of a source→target and a target→source model")
-    ap.add_argument("--langs", metavar="SRC-TGT", default="en-vi", help="the corpus's languages, e.g. de-en: the suffixes of "
+    ap.add_argument("--langs", metavar="SRC-TGT", default=None, help="the corpus's languages, e.g. de-en: the suffixes of "
                     "a Moses pair PREFIX.de/PREFIX.en, the text exports' names, and the pair the encoder must have been "
-                    "trained on (train_encoder.py --langs) (default: %(default)s)")
+                    "trained on (train_encoder.py --langs) (default: those the input's cleaning stage recorded, else en-vi)")
     ap.add_argument("--overwrite", action="store_true", help="make the output again even if it exists")
     ap.add_argument("--no-ray", action="store_true", help="encode in this process instead of a Ray Data actor pool")
     ap.add_argument("--no-mlflow", action="store_true")
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args.input = corpus_argument(args.input, home() / "stdin")
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
                        calibration=args.calibration, max_false_reject=args.max_false_reject, reference=args.reference,
-                       nmt_forward=args.nmt[0], nmt_reverse=args.nmt[1], langs=checks.language_pair(args.langs))
+                       nmt_forward=args.nmt[0], nmt_reverse=args.nmt[1], langs=languages_of(args.input, args.langs))
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
     if result.skipped:

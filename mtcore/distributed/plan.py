@@ -70,8 +70,8 @@ class TrainingPlan:
         is a run at a fraction of its rate (a named preset keeps the paper's 4,000 on an 11-minute CPU budget)."""
         ends = [n for n in (self.max_steps, self.expected_steps or self.approx_steps) if n]
         last = min(ends) if ends else 0
-        if last and self.warmup >= last:
-            return [f"warning      warm-up {self.warmup:,} steps ≥ the run's ~{last:,}: the learning rate never reaches "
+        if last and self.warmup > last:
+            return [f"warning      warm-up {self.warmup:,} steps > the run's ~{last:,}: the learning rate never reaches "
                     f"its peak ({100 * last / self.warmup:.0f} % of it at the end); lower train.warmup"]
         return []
 

@@ -74,8 +74,14 @@ def columns_of(job: TrainingJob, path: str | Path | None = None) -> tuple[str, s
 
     if not job.job.corpus_langs and path is not None:
         recorded = recorded_languages(path)
-        if recorded is not None and set(recorded) == {job.run.model.src_lang, job.run.model.tgt_lang}:
+        model = {job.run.model.src_lang, job.run.model.tgt_lang}
+        if recorded is not None and set(recorded) == model:
             return recorded
+        if recorded is not None:  # an en-de stage output read as en-vi trained a model on it without a word
+            s, t = recorded
+            raise JobError(f"{path} holds {s}-{t} pairs (its stage's --langs) and the model is "
+                           f"{job.run.model.direction}; train {s}-{t} with model.src_lang={s} model.tgt_lang={t} and "
+                           f"{s}-{t} job.dev_data= and job.test_data= (or job.corpus_langs= if the record is wrong)")
     return corpus_languages(job.run.model, job.job.corpus_langs)
 
 
@@ -91,7 +97,8 @@ def resolve_train_data(job: TrainingJob) -> str:
         from mtcore.runs import resolve_data
 
         path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
-        if not path.exists() and not is_parallel_prefix(path, *columns_of(job, path)):
+        langs = columns_of(job, path)  # a stage output of another pair is refused here, before any work
+        if not path.exists() and not is_parallel_prefix(path, *langs):
             raise JobError(f"job.train_data: {path} not found")
         return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset

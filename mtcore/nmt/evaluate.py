@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     recorded = None if args.corpus_langs else recorded_languages(args.test)  # a `clean --langs vi-en` output says so
     if recorded is not None and set(recorded) == set(corpus):
         corpus = recorded
+    elif recorded is not None:
+        raise CheckpointError(f"--test {args.test} holds {'-'.join(recorded)} pairs (its stage's --langs) and the model "
+                              f"translates {model_dir}; give a test set of the model's languages (or --corpus-langs)")
     direction = args.direction or ("-".join(corpus[::-1]) if args.reverse else model_dir)
     if direction != model_dir:
         hint = "a reverse model: pass --reverse" if model_dir == "-".join(corpus[::-1]) else f"pass --direction {model_dir}"
