@@ -113,6 +113,25 @@ def test_optuna_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else real(name, *a))
     with pytest.raises(TuneError, match=r"pip install 'mtcore\[optuna\]'"):
         driver._searcher(tj, 1)
+    with pytest.raises(TuneError, match=r"pip install 'mtcore\[optuna\]'"):
+        driver.plan_search(tj)  # --dry-run says it too
+    with pytest.raises(TuneError, match=r"pip install 'mtcore\[optuna\]'"):
+        driver.run_search(tj)  # before anything is written or a parent run opened (it stayed RUNNING)
+
+
+def test_a_search_that_fails_ends_its_parent_run(ray_local, mlflow_uri, runs_dir, toy_corpus, monkeypatch):
+    from ray import tune
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("Tune broke")
+
+    monkeypatch.setattr(tune, "Tuner", broken)
+    tj = tiny_search(toy_corpus, {"train.warmup": {"choice": [10, 20]}}, num_samples=1)
+    with pytest.raises(RuntimeError, match="Tune broke"):
+        driver.run_search(tj, verbose=0)
+    client = mlflow.MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name(tj.search.experiment).experiment_id])
+    assert runs and {r.info.status for r in runs} == {"FAILED"}
 
 
 # --------------------------------------------------------------------------- resources

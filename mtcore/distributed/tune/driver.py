@@ -65,18 +65,26 @@ def _searcher(tj: TuneJob, concurrent: int):
     points = [base_point(tj)] if tj.search.start_from_base else None
     if tj.search.search == "random":  # Tune ignores max_concurrent_trials for a generator: it limits itself
         return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent, points_to_evaluate=points)
-    if importlib.util.find_spec("optuna") is None:
-        raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
-                        "(or use --search random)")
+    check_searcher(tj)
     from ray.tune.search.optuna import OptunaSearch
 
-    return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed, points_to_evaluate=points)
+    # Optuna's study holds the space flattened, "model/heads": a nested first point failed its size check
+    flat = [{f"{section}/{key}": value for section, values in p.items() for key, value in values.items()} for p in points or ()]
+    return OptunaSearch(metric=METRIC, mode="max", seed=tj.search.seed, points_to_evaluate=flat or None)
+
+
+def check_searcher(tj: TuneJob) -> None:
+    """The searcher can be built here: said by --dry-run, and before a search writes anything or opens a run."""
+    if tj.search.search == "optuna" and importlib.util.find_spec("optuna") is None:
+        raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
+                        "(or use --search random)")
 
 
 def plan_search(tj: TuneJob) -> ResourcePlan:
     """The search's resources on the cluster at hand (starting or joining Ray): what `--dry-run` prints."""
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
+    check_searcher(tj)
     init_ray()
     return plan_resources(tj.search, available_cpus(), available_gpus())
 
@@ -93,6 +101,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
 
     t0 = time.perf_counter()
+    check_searcher(tj)
     init_ray()
     plan = plan_resources(tj.search, available_cpus(), available_gpus())
     from mtcore.distributed.ray_training import resolve_train_data
@@ -122,53 +131,57 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     ray_training.tokenizer_for(train_data, tj.base)
     base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
     parent = _open_parent_run(tj, name, plan, train_data, resume, lineage)
-    ctx = {
-        "tracking_uri": parent.uri, "runs_dir": str(home()), "parent_run_id": parent.run_id,
-        "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu, "lineage": lineage,
-    }
-    # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
-    # (Tune refuses an all-zero request; a little memory is what the driver does use.)
-    trainable = tune.with_resources(tune.with_parameters(_trial, base=base.to_dict(), ctx=ctx), TRIAL_DRIVER_RESOURCES)
-    # Tune stops a trial (ASHA, Ctrl-C) by asking its function to return and kills it only after
-    # TUNE_FORCE_TRIAL_CLEANUP_S (600 s by default). A trial blocked in its Train run never returns by
-    # itself, so its workers would keep their CPUs for 10 minutes while the next trial waits: kill it soon.
-    os.environ.setdefault("TUNE_FORCE_TRIAL_CLEANUP_S", str(STOPPED_TRIAL_KILL_S))
-    progress = [progress_callback(tj.search.space, _expected_trials(tj))] if verbose >= 1 else []
-    if resume:
-        tuner = tune.Tuner.restore(str(path), trainable=trainable)
-    else:
-        tuner = tune.Tuner(
-            trainable,
-            param_space=param_space(tj.search.space),
-            tune_config=tune.TuneConfig(
-                num_samples=tj.search.num_samples, scheduler=_scheduler(tj),  # metric: set on each of them
-                search_alg=_searcher(tj, plan.concurrent_trials),
-                max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
-                time_budget_s=tj.search.time_budget_min * 60 or None,
-            ),
-            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=max(0, verbose - 1),
-                                     callbacks=[release_callback(), *progress, *(tune_callbacks or [])]),
-        )
-    fit_start = time.perf_counter()
-    with quiet_tune_output() if verbose < 2 else contextlib.nullcontext():
-        grid = tuner.fit()
-    release_after_search()
-    budget = tj.search.time_budget_min * 60
-    budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
-    states = trial_states(path)
-    rows = trial_rows(grid, states)
-    unfinished = _unfinished_ids(states)
-    for r in rows:
-        if r.trial_id in unfinished:  # never started, or running when the search ended
-            r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
-    outcome = SearchOutcome(name, path, parent.run_id, plan, rows, budget_hit=budget_hit)
-    marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": "budget" if budget_hit else "fit"}))
-    close_children(parent, rows)
-    if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
-        outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
-        parent.end("KILLED")
-    else:
-        finish_search(tj, base, outcome, parent, ctx)
+    try:
+        ctx = {
+            "tracking_uri": parent.uri, "runs_dir": str(home()), "parent_run_id": parent.run_id,
+            "search_name": name, "workers": plan.workers_per_trial, "use_gpu": plan.use_gpu, "lineage": lineage,
+        }
+        # The trial only drives its Train run: no CPU of its own, or 2 workers could never start on 2 CPUs.
+        # (Tune refuses an all-zero request; a little memory is what the driver does use.)
+        trainable = tune.with_resources(tune.with_parameters(_trial, base=base.to_dict(), ctx=ctx), TRIAL_DRIVER_RESOURCES)
+        # Tune stops a trial (ASHA, Ctrl-C) by asking its function to return and kills it only after
+        # TUNE_FORCE_TRIAL_CLEANUP_S (600 s by default). A trial blocked in its Train run never returns by
+        # itself, so its workers would keep their CPUs for 10 minutes while the next trial waits: kill it soon.
+        os.environ.setdefault("TUNE_FORCE_TRIAL_CLEANUP_S", str(STOPPED_TRIAL_KILL_S))
+        progress = [progress_callback(tj.search.space, _expected_trials(tj))] if verbose >= 1 else []
+        if resume:
+            tuner = tune.Tuner.restore(str(path), trainable=trainable)
+        else:
+            tuner = tune.Tuner(
+                trainable,
+                param_space=param_space(tj.search.space),
+                tune_config=tune.TuneConfig(
+                    num_samples=tj.search.num_samples, scheduler=_scheduler(tj),  # metric: set on each of them
+                    search_alg=_searcher(tj, plan.concurrent_trials),
+                    max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
+                    time_budget_s=tj.search.time_budget_min * 60 or None,
+                ),
+                run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=max(0, verbose - 1),
+                                         callbacks=[release_callback(), *progress, *(tune_callbacks or [])]),
+            )
+        fit_start = time.perf_counter()
+        with quiet_tune_output() if verbose < 2 else contextlib.nullcontext():
+            grid = tuner.fit()
+        release_after_search()
+        budget = tj.search.time_budget_min * 60
+        budget_hit = bool(budget) and time.perf_counter() - fit_start >= budget - 5
+        states = trial_states(path)
+        rows = trial_rows(grid, states)
+        unfinished = _unfinished_ids(states)
+        for r in rows:
+            if r.trial_id in unfinished:  # never started, or running when the search ended
+                r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
+        outcome = SearchOutcome(name, path, parent.run_id, plan, rows, budget_hit=budget_hit)
+        marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": "budget" if budget_hit else "fit"}))
+        close_children(parent, rows)
+        if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
+            outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it
+            parent.end("KILLED")
+        else:
+            finish_search(tj, base, outcome, parent, ctx)
+    except BaseException as err:  # the parent run must not stay RUNNING in MLflow whatever stopped the search
+        parent.end("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        raise
     outcome.elapsed_s = time.perf_counter() - t0
     return outcome
 
