@@ -370,6 +370,20 @@ def test_resume_refuses_other_settings_and_a_spent_time_budget(tmp_path):
         driver._check_resumable(marker, "s", tj.settings_digest("v1"))
 
 
+def test_resource_flags_restated_at_their_defaults_name_the_same_search():
+    """`--resume --concurrent-trials 1` (or --workers-per-trial 2) on 2 CPUs, the values the plan had chosen: the
+    search had another name, and --resume said there was nothing to continue."""
+    from mtcore.distributed.tune.resources import plan_resources
+
+    plain = TuneJob.load(DEFAULT_SEARCH, [], num_samples=3)
+    restated = TuneJob.load(DEFAULT_SEARCH, [], num_samples=3, concurrent_trials=1, workers_per_trial=2)
+    plans = [plan_resources(tj.search, 2, 0) for tj in (plain, restated)]
+    assert plain.search_name("v1", plans[0]) == restated.search_name("v1", plans[1])
+    assert plain.settings_digest("v1", plans[0]) == restated.settings_digest("v1", plans[1])
+    one = TuneJob.load(DEFAULT_SEARCH, [], num_samples=3, workers_per_trial=1)  # 1 worker: another batch per step
+    assert one.search_name("v1", plan_resources(one.search, 2, 0)) != plain.search_name("v1", plans[0])
+
+
 def test_cli_takes_overrides_anywhere_and_checks_the_seed(capsys):
     from mtcore.cli.train import parse_args as train_args
     from mtcore.cli.tune import parse_args as tune_args

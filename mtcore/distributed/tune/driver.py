@@ -108,7 +108,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     from mtcore.tracking import data_version
 
     version = data_version(resolve_train_data(tj.base))
-    name = tj.search_name(version)
+    name = tj.search_name(version, plan)
     storage = home() / "ray_tune"
     path = storage / name
     marker = storage / f"{name}.mtcore.json"  # beside Tune's folder: the settings and how the search ended
@@ -121,9 +121,9 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                             f"or --overwrite to start it again")
         shutil.rmtree(path)
     if resume:
-        _check_resumable(marker, name, tj.settings_digest(version))
+        _check_resumable(marker, name, tj.settings_digest(version, plan))
     storage.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": None}))
+    marker.write_text(json.dumps({"settings": tj.settings_digest(version, plan), "ended": None}))
 
     # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
     lineage = ray_training.data_lineage_tags(tj.base.job.train_data) if tj.base.job.train_data else {}
@@ -172,7 +172,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
             if r.trial_id in unfinished:  # never started, or running when the search ended
                 r.status = ("STOPPED" if r.steps else "NOT RUN") if budget_hit else "UNFINISHED"
         outcome = SearchOutcome(name, path, parent.run_id, plan, rows, budget_hit=budget_hit)
-        marker.write_text(json.dumps({"settings": tj.settings_digest(version), "ended": "budget" if budget_hit else "fit"}))
+        marker.write_text(json.dumps({"settings": tj.settings_digest(version, plan), "ended": "budget" if budget_hit else "fit"}))
         close_children(parent, rows)
         if not budget_hit and (unfinished or len(rows) < _expected_trials(tj)):
             outcome.interrupted = True  # Ctrl-C (or a callback) ended the search: --resume continues it

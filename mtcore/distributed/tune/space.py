@@ -316,21 +316,28 @@ class TuneJob:
     # How many trials run at once changes no trial's result (workers per trial do: they make a step's batch).
     RESOURCE_KEYS = ("concurrent_trials",)
 
-    def settings_digest(self, data_version: str = "") -> str:
+    def _settings(self, plan=None) -> dict:
+        """The search's settings with the workers a trial gets as the plan resolved them: `--workers-per-trial 2`
+        restated at its default is the same search (its name and digest differed, and --resume did not find it)."""
+        keep = {k: v for k, v in self.search.to_dict().items() if k not in ("name", "register_as") + self.RESOURCE_KEYS}
+        if plan is not None:
+            keep |= {"workers_per_trial": plan.workers_per_trial, "gpus_per_worker": int(plan.use_gpu)}
+        return keep
+
+    def settings_digest(self, data_version: str = "", plan=None) -> str:
         """Everything a search's results depend on, its time budget included: a resumed search must have them all
         (Tune restores its own pickled copy and would ignore new ones)."""
-        keep = {k: v for k, v in self.search.to_dict().items() if k not in ("name", "register_as") + self.RESOURCE_KEYS}
-        body = json.dumps({"base": self.base.fingerprint(data_version), "search": keep}, sort_keys=True, default=str)
+        body = json.dumps({"base": self.base.fingerprint(data_version), "search": self._settings(plan)}, sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
-    def search_name(self, data_version: str = "") -> str:
+    def search_name(self, data_version: str = "", plan=None) -> str:
         """What the search is: base shape, searched keys, scheduler, searcher, size, and (given) the training
         data's version, so that a search on regenerated data is another search; stable for resume."""
         s = self.search
         if s.name:
             return s.name
         m = self.base.run.model
-        keep = {k: v for k, v in s.to_dict().items() if k not in ("time_budget_min", "name", "register_as")}
+        keep = {k: v for k, v in self._settings(plan).items() if k != "time_budget_min"}
         body = json.dumps({"base": self.base.fingerprint(data_version), "search": keep}, sort_keys=True, default=str)
         digest = hashlib.sha256(body.encode()).hexdigest()[:6]
         keys = "-".join(_SHORT.get(p.short, p.short) for p in s.space)
