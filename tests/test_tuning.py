@@ -370,6 +370,15 @@ def test_resume_refuses_other_settings_and_a_spent_time_budget(tmp_path):
         driver._check_resumable(marker, "s", tj.settings_digest("v1"))
 
 
+def test_an_override_of_a_searched_key_says_what_it_does(caplog):
+    with caplog.at_level("WARNING", logger="mtcore.distributed.tune.space"):
+        TuneJob.load(TINY, ["train.max_steps=20"])
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger="mtcore.distributed.tune.space"):
+        TuneJob.load(TINY, ["model.heads=4"])
+    assert "model.heads is searched (choice [2, 4, 8]): the override changes no trial" in caplog.text
+
+
 def test_resource_flags_restated_at_their_defaults_name_the_same_search():
     """`--resume --concurrent-trials 1` (or --workers-per-trial 2) on 2 CPUs, the values the plan had chosen: the
     search had another name, and --resume said there was nothing to continue."""

@@ -308,6 +308,12 @@ class TuneJob:
         base = self.base.with_overrides(list(overrides)) if overrides else self.base
         search = self.search.with_overrides(**search_overrides)
         validate_space(base, search.space)
+        searched = {p.key: p for p in search.space}
+        for key in dict.fromkeys(o.split("=", 1)[0] for o in overrides if o.split("=", 1)[0] in searched):
+            what = ("sets only the first trial, the base job (search.start_from_base)" if search.start_from_base
+                    else "changes no trial")
+            log.warning("%s is searched (%s): the override %s; leave it out of the search space to fix it",
+                        key, searched[key].describe(), what)
         return TuneJob(base, search)
 
     def to_dict(self) -> dict[str, Any]:
