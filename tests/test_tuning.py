@@ -379,6 +379,17 @@ def test_an_override_of_a_searched_key_says_what_it_does(caplog):
     assert "model.heads is searched (choice [2, 4, 8]): the override changes no trial" in caplog.text
 
 
+def test_a_tie_of_dev_bleu_goes_to_the_lower_dev_loss():
+    from mtcore.distributed.tune.results import TrialRow, best_key
+
+    def row(tid, bleu, loss):
+        return TrialRow(tid, {}, "COMPLETED", 8, bleu, None, 1.0, "ckpt", None, best_dev_loss=loss)
+
+    rows = [row("0", 0.0, 4.58), row("1", 0.0, 4.09), row("2", 0.0, float("nan")), row("3", 0.0, 4.41)]
+    assert max(rows, key=best_key).trial_id == "1"
+    assert max(rows + [row("4", 0.5, 5.0)], key=best_key).trial_id == "4"  # BLEU first
+
+
 def test_resource_flags_restated_at_their_defaults_name_the_same_search():
     """`--resume --concurrent-trials 1` (or --workers-per-trial 2) on 2 CPUs, the values the plan had chosen: the
     search had another name, and --resume said there was nothing to continue."""

@@ -35,6 +35,7 @@ class TrialRow:
     mlflow_run_id: str | None
     error: str = ""
     test: dict[str, Any] = field(default_factory=dict)  # test/bleu, test/chrf and signatures of a completed trial
+    best_dev_loss: float = float("nan")  # breaks ties of dev BLEU (early on, every trial's BLEU can be 0)
 
     @property
     def stopped_early(self) -> bool:
@@ -76,7 +77,7 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
         last = result.metrics or {}
         trial_id = ids.get(result.path) or last.get("trial_id", "?")
         values = flat_trial_values(result.config or {})
-        steps, best, ckpt, minutes = 0, float("nan"), None, 0.0
+        steps, best, ckpt, minutes, dev_loss = 0, float("nan"), None, 0.0, float("nan")
         if df is not None and len(df) and METRIC in df:
             scored = df[df[METRIC].notna()]
             if len(scored):
@@ -88,6 +89,8 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
                     if isinstance(path, str) and Path(path).exists():
                         ckpt = path
                         break
+            if "dev/loss" in df and df["dev/loss"].notna().any():
+                dev_loss = float(df["dev/loss"].min())
             steps = int(df[TIME_ATTR].max()) if TIME_ATTR in df else 0
             minutes = float(df["time_total_s"].max()) / 60 if "time_total_s" in df else 0.0
         if "final/best_checkpoint" in last:
@@ -105,6 +108,7 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
             error=str(result.error).strip().splitlines()[-1][:200] if result.error is not None else "",
             test={k.replace("final/", "test/").replace("test/test_", "test/"): last[k] for k in
                   ("final/test_bleu", "final/test_chrf", "final/test_bleu_signature") if k in last},
+            best_dev_loss=dev_loss,
         ))
     return sorted(rows, key=lambda r: r.trial_id)
 
@@ -152,6 +156,13 @@ def close_children(parent, rows: list[TrialRow]) -> None:
             run.end("KILLED")
 
 
+def best_key(row: TrialRow) -> tuple:
+    """The best trial: the highest dev BLEU; among equal ones (all 0 early in a short search), the lowest dev loss
+    (before, the first trial won every tie and was registered)."""
+    loss = row.best_dev_loss if not math.isnan(row.best_dev_loss) else math.inf
+    return (row.best_dev_bleu, -loss)
+
+
 def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:
     """The best trial: its test BLEU (evaluated here if ASHA stopped it), its model registered; the parent closed."""
     from mtcore.distributed.ray_training import finish_run
@@ -167,7 +178,7 @@ def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent
     if not candidates:
         parent.end("FAILED")
         return
-    best = max(candidates, key=lambda r: r.best_dev_bleu)
+    best = max(candidates, key=best_key)
     outcome.best = best
     best_run = TrackedRun(parent.uri, best.mlflow_run_id)
     if finished_before:  # --resume of a search that had ended: report it, evaluate and register nothing again
