@@ -61,10 +61,11 @@ def home(explicit: str | Path | None = None) -> Path:
 # --------------------------------------------------------------------------- fingerprints
 
 
-def input_files(path: str | Path) -> list[Path]:
+def input_files(path: str | Path, langs: tuple[str, str] | None = None) -> list[Path]:
     """The files a corpus path stands for: the file, the folder's files, or a Moses prefix's PREFIX.xx files
     (one language suffix each: not PREFIX.tok.en or a PREFIX.bpe folder; the name matched literally, so that
-    `corpus[v2]` is not a glob pattern)."""
+    `corpus[v2]` is not a glob pattern). With `langs`, a prefix's files of those two languages only: OPUS's
+    PREFIX.ids, a PREFIX.log or a third language beside them are not the corpus."""
     path = Path(path)
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
@@ -72,21 +73,23 @@ def input_files(path: str | Path) -> list[Path]:
         return [path]
     stem = path.name + "."
     parent = path.parent if path.parent.is_dir() else None
+    wanted = {lang.lower() for lang in langs} if langs else None
     return sorted(p for p in (parent.iterdir() if parent else ()) if p.name.startswith(stem) and p.is_file()
-                  and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.name[len(stem):].split(".")[0] not in _FORMATS)
+                  and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.name[len(stem):].split(".")[0] not in _FORMATS
+                  and (wanted is None or p.name[len(stem):].split(".")[0].lower() in wanted))
 
 
 _LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,4})?(?:\.gz)?")  # en, vi, pt_BR, zh-Hans; .gz too
 _FORMATS = {"tsv", "txt", "tab", "csv", "po", "mo", "pot", "tok", "bpe", "json", "yml", "xml", "tmx", "py", "sh"}
 
 
-def content_hash(path: str | Path) -> str:
+def content_hash(path: str | Path, langs: tuple[str, str] | None = None) -> str:
     """A hash of what a file or folder holds: files up to 1 GiB whole; larger ones by their size and three
     1 MiB samples (start, middle, end). Renaming or touching a file does not change it; editing a file up
     to 1 GiB, or resizing a larger one, does. (At 8 MiB, an in-place fix of a 13 MB corpus went unseen.)"""
     path = Path(path)
     h = hashlib.sha256()
-    for f in input_files(path):
+    for f in input_files(path, langs):
         size = f.stat().st_size
         name = f.relative_to(path) if path.is_dir() else f.name[len(path.name):]  # "" for a file, ".en" in a pair
         h.update(f"{name}\0{size}\0".encode())
@@ -132,6 +135,7 @@ class Stage:
     settings: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, str | Path] = field(default_factory=dict)  # name -> file or folder
     code: tuple[str, ...] = ()  # modules whose source is part of the identity
+    languages: tuple[str, str] | None = None  # a Moses-prefix input is its files of these languages
 
     def __post_init__(self):
         self.path = Path(self.path)
@@ -141,7 +145,7 @@ class Stage:
         return {
             "kind": self.kind,
             "settings": json.loads(json.dumps(self.settings, default=str)),
-            "inputs": {k: {"path": str(v), "content": content_hash(v)} for k, v in sorted(self.inputs.items())},
+            "inputs": {k: {"path": str(v), "content": content_hash(v, self.languages)} for k, v in sorted(self.inputs.items())},
             "code": code_version(*self.code) if self.code else "",
         }
 

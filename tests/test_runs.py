@@ -255,6 +255,32 @@ def test_a_moses_prefix_is_its_language_files_named_literally(tmp_path):
     assert content_hash(prefix) != before
 
 
+def test_a_moses_prefix_of_a_language_pair_is_those_two_files(tmp_path):
+    """OPUS ships PREFIX.ids beside PREFIX.en and PREFIX.vi, and a folder may hold PREFIX.log or a third language:
+    editing those refused a rerun of the en-vi cleaning as "its contents changed"."""
+    from mtcore.runs import input_files
+
+    prefix = tmp_path / "train"
+    prefix.with_name("train.en").write_text("Open the file\nSave the file as\n", encoding="utf-8")
+    prefix.with_name("train.vi").write_text("Mở tập tin\nLưu tập tin thành\n", encoding="utf-8")
+    for other in ("train.ids", "train.log", "train.de"):
+        prefix.with_name(other).write_text("x\n")
+    assert [p.name for p in input_files(prefix, ("en", "vi"))] == ["train.en", "train.vi"]
+    before = content_hash(prefix, ("en", "vi"))
+    for other in ("train.ids", "train.log", "train.de"):
+        prefix.with_name(other).write_text("y\n")
+    assert content_hash(prefix, ("en", "vi")) == before
+    prefix.with_name("train.vi").write_text("Mở TỆP\nLưu tập tin thành\n", encoding="utf-8")
+    assert content_hash(prefix, ("en", "vi")) != before
+
+    def fingerprint():  # what the cleaning and filter stages compare: a sibling's edit is not a change
+        return Stage(tmp_path / "out", "clean", inputs={"corpus": prefix}, languages=("en", "vi")).fingerprint
+
+    first = fingerprint()
+    prefix.with_name("train.ids").write_text("z\n")
+    assert fingerprint() == first
+
+
 def test_a_gzipped_moses_prefix_is_its_files_and_counts_by_contents(tmp_path):
     import gzip
 

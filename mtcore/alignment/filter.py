@@ -707,7 +707,8 @@ def filter_corpus(
                 if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)
                 and not (k == "langs" and tuple(v) == ("en", "vi"))}  # an en-vi stage made before --langs is the same
     stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
-                  code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()))
+                  code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()),
+                  languages=cfg.langs)
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
