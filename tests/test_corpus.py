@@ -138,6 +138,33 @@ def test_parquet_without_required_columns(tmp_path):
         read_corpus(tmp_path / "x.parquet")
 
 
+def test_parquet_columns_named_as_a_tsv_header_may_name_them(tmp_path):
+    """`source`/`target` or the languages' codes are src/tgt (a TSV header with those names was read; the same
+    Parquet file was refused); pandas' saved index is not a corpus column; a column of nulls only is empty text."""
+    pq.write_table(pa.table({"vi": ["Mở tập tin"], "EN": ["Open file"], "__index_level_0__": ["r1"]}), tmp_path / "a.parquet")
+    t = read_corpus(tmp_path / "a.parquet")
+    assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == ("Open file", "Mở tập tin") and "__index_level_0__" not in t.column_names
+    pq.write_table(pa.table({"source": ["Open file"], "target": ["Mở tập tin"]}), tmp_path / "b.parquet")
+    assert read_corpus(tmp_path / "b.parquet")["tgt"].to_pylist() == ["Mở tập tin"]
+    pq.write_table(pa.table({"de": ["Datei öffnen"], "en": ["Open file"]}), tmp_path / "c.parquet")
+    t = read_corpus(tmp_path / "c.parquet", src_lang="de", tgt_lang="en")
+    assert t["src"].to_pylist() == ["Datei öffnen"]
+    pq.write_table(pa.table({"src": ["Open file", "Quit"], "tgt": pa.nulls(2), "id": pa.nulls(2)}), tmp_path / "d.parquet")
+    t = read_corpus(tmp_path / "d.parquet")
+    assert t["tgt"].to_pylist() == ["", ""] and t["id"].to_pylist() == ["d.parquet:1", "d.parquet:2"]
+
+
+def test_a_parquet_folder_is_its_parquet_files(tmp_path):
+    """A downloaded dataset's folder holds a README or checksums beside its parts: they are not parts."""
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    write_parquet(pa.table({"src": ["Open file"], "tgt": ["Mở tập tin"]}), folder / "a.parquet")
+    write_parquet(pa.table({"src": ["Quit"], "tgt": ["Thoát"]}), folder / "b.parquet")
+    (folder / "README.md").write_text("# my corpus\n")
+    (folder / "_SUCCESS").write_text("")
+    assert read_corpus(folder)["src"].to_pylist() == ["Open file", "Quit"]
+
+
 def test_corrupt_parquet(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(CorpusError, match=r"x\.parquet: not readable as Parquet"):

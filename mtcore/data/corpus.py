@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,18 +182,42 @@ def is_parallel_prefix(path: str | Path, src_lang: str = "en", tgt_lang: str = "
 # --------------------------------------------------------------------------- Parquet
 
 
-def parquet_schema(path: str | Path) -> pa.Schema:
+def pair_columns(names: list[str], src_lang: str = "en", tgt_lang: str = "vi") -> tuple[str, str] | None:
+    """The (source, target) columns of a table: `src`/`tgt`, else the names a TSV header may use (`source`/`target`,
+    the languages' codes or English names: a Parquet file of columns `en` and `vi` is en-vi by its names), any case."""
+    if {"src", "tgt"} <= set(names):
+        return "src", "tgt"
+    lower = {n.lower(): n for n in names}
+    for a, b in sorted(_headers(src_lang, tgt_lang)[0], key=lambda h: h != ("src", "tgt")):
+        if a in lower and b in lower:
+            return lower[a], lower[b]
+    return None
+
+
+def _is_text_or_null(typ: pa.DataType) -> bool:
+    return is_text_type(typ) or pa.types.is_null(typ)  # a column of nulls only is stored as type null
+
+
+def parquet_schema(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> pa.Schema:
     """The schema of a Parquet file or directory, checked against the contract without reading rows."""
     path = Path(path)
     schema = parquet_files_schema(path)
-    missing = [c for c in ("src", "tgt") if c not in schema.names]
-    if missing:
-        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' "
-                          f"(found {schema.names})")
-    for name in ("src", "tgt"):
-        if not is_text_type(schema.field(name).type):
+    columns = pair_columns(schema.names, src_lang, tgt_lang)
+    if columns is None:
+        missing = [c for c in ("src", "tgt") if c not in schema.names]
+        raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' (or "
+                          f"'source'/'target', or '{src_lang}'/'{tgt_lang}') (found {schema.names})")
+    for name in columns:
+        if not _is_text_or_null(schema.field(name).type):
             raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
     return schema
+
+
+def parquet_parts(folder: Path) -> list[str]:
+    """A folder's Parquet files, in name order, at any depth: `*.parquet`, not hidden or `_`-prefixed (Spark's
+    _SUCCESS, .crc files), so that a README or a checksum file beside them (a downloaded dataset's folder) is no part."""
+    return [str(p) for p in sorted(folder.rglob("*.parquet")) if p.is_file()
+            and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)]
 
 
 def parquet_files_schema(path: Path) -> pa.Schema:
@@ -201,10 +226,10 @@ def parquet_files_schema(path: Path) -> pa.Schema:
 
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
-    if path.is_dir() and not any(path.rglob("*.parquet")):
+    if path.is_dir() and not parquet_parts(path):
         raise CorpusError(f"{path}: directory holds no .parquet files")
     try:
-        dataset = pads.dataset(str(path), format="parquet")
+        dataset = pads.dataset(parquet_parts(path) if path.is_dir() else str(path), format="parquet")
         schema = dataset.schema
         if path.is_dir():  # every part has the first part's columns (any order, nullability or string layout)
             first = _kinds(schema)
@@ -251,11 +276,10 @@ def read_parquet_files(path: Path) -> pa.Table:
     """The rows of a Parquet file or directory (`parquet_files_schema`'s checks first), any columns. The parts of a
     folder are read one by one and put in the first part's column order and string layout."""
     schema = parquet_files_schema(path)
-    import pyarrow.dataset as pads
 
     try:
         parts = []
-        for part in pads.dataset(str(path), format="parquet").files if path.is_dir() else [str(path)]:
+        for part in parquet_parts(path) if path.is_dir() else [str(path)]:
             table = pq.read_table(part).select(schema.names)
             for name in schema.names:
                 if is_text_type(table.schema.field(name).type):
@@ -285,13 +309,21 @@ def has_contract_columns(path: str | Path) -> bool:
     return {"origin", "id"} <= set(parquet_schema(path).names)
 
 
-def read_parquet(path: str | Path) -> pa.Table:
+def read_parquet(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> pa.Table:
     """A Parquet file or a directory of them; `origin`/`id` are filled in when absent (the one place
-    they are derived for Parquet: origin = the file or folder name, id = `NAME:ROW`)."""
+    they are derived for Parquet: origin = the file or folder name, id = `NAME:ROW`). Columns named as
+    `pair_columns` says become src/tgt; pandas' saved index (`__index_level_0__`) is not a column of the corpus."""
     path = Path(path)
-    parquet_schema(path)
+    schema = parquet_schema(path, src_lang, tgt_lang)
     table = read_parquet_files(path)
+    src, tgt = pair_columns(schema.names, src_lang, tgt_lang)
+    if (src, tgt) != ("src", "tgt"):
+        log.info("%s: columns '%s' and '%s' read as src and tgt", path, src, tgt)
+        table = table.rename_columns(["src" if n == src else "tgt" if n == tgt else n for n in table.column_names])
+    table = table.drop_columns([n for n in table.column_names if re.fullmatch(r"__index_level_\d+__", n)])
     for name in ("src", "tgt"):
+        if pa.types.is_null(table.schema.field(name).type):
+            table = table.set_column(table.schema.get_field_index(name), name, pa.nulls(len(table), pa.string()))
         table = as_strings(table, name)  # (UTF-8 is checked by read_parquet_files, part by part)
         if nulls := table[name].null_count:
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
@@ -327,6 +359,8 @@ def _user_column(table: pa.Table, name: str, path: Path, fallback: pa.Array | No
     row ids, made only when needed) with a warning."""
     i = table.schema.get_field_index(name)
     typ = table.schema.field(i).type
+    if pa.types.is_null(typ):  # nothing stored: every value is filled in below
+        table, typ = table.set_column(i, name, pa.nulls(len(table), pa.string())), pa.string()
     if not is_text_type(typ):
         if not (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)):
             raise CorpusError(f"{path}: column '{name}' must be strings (or numbers), found {typ}")
@@ -349,14 +383,14 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
         log.warning("%s is a stage's output: reading its kept/ pairs (%s)", path, path / "kept")
         path = path / "kept"
     if path.is_dir():
-        table = read_parquet(path)
+        table = read_parquet(path, src_lang, tgt_lang)
         rejects = empty_rejects()
     elif path.is_file():
         suffix = path.suffix.lower()
         if suffix == ".gz":  # data.tsv.gz: the format is the suffix before .gz
             suffix = Path(path.stem).suffix.lower()
         if suffix == ".parquet":
-            table, rejects = read_parquet(path), empty_rejects()
+            table, rejects = read_parquet(path, src_lang, tgt_lang), empty_rejects()
         elif suffix in (".po", ".mo", ".pot"):
             from mtcore.data.catalogs import catalog_table
 
