@@ -108,6 +108,16 @@ CASES = [
     (LanguageID(), "Network settings", "网络设置", False),
     (LanguageID(), "Open the file", "########", False),
     (LanguageID(), "Ohrid", "Охрид", False),
+    # session 18: a source in a third language (restricted to en/vi, langid had only "not Vietnamese" to say)
+    (LanguageID(), "Le chat dort sur le canapé depuis ce matin.", "Con mèo đã ngủ trên ghế sofa từ sáng nay.", False),
+    (LanguageID(), "Die Katze schläft seit heute Morgen auf dem Sofa.", "Con mèo đã ngủ trên ghế sofa từ sáng nay.", False),
+    (LanguageID(), "Switch to Another Branch", "Chuyển sang nhánh khác", True),  # langid's weak runner-up is no verdict
+    (LanguageID(), "January February March April May June July August September October November December",
+     "Tháng_1 Tháng_2 Tháng_3 Tháng_4 Tháng_5 Tháng_6 Tháng_7 Tháng_8 Tháng_9 Tháng_10 Tháng_11 Tháng_12", True),  # "pcm" 0.99
+    (LanguageID(languages=["en", "de"]), "The library opens at nine.", "La bibliothèque ouvre à neuf heures du matin.", False),
+    (LanguageID(languages=["en", "de"]), "The library opens at nine.", "Die Bibliothek öffnet um neun Uhr morgens.", True),
+    (LanguageID(languages=["en", "zh"]), "Removing the group from the system",
+     "Đang gỡ bỏ nhóm khỏi hệ thống máy tính", False),  # Vietnamese declared as Chinese
     # ... but a native name both sides copy, a symbol, or a Portuguese place name are not
     (LanguageID(), "Hindi (मानक हिन्दी)", "Tiếng Hindi (मानक हिन्दी)", True),
     (LanguageID(), "Gamma", "γ", True),
