@@ -128,7 +128,7 @@ def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, run
     assert ray_training.prepare_inputs(job).run_name != first.run_name
     with pytest.raises(ray_training.JobError, match="named' exists with other training data"):
         ray_training.prepare_inputs(named)
-    with pytest.raises(ray_training.JobError, match="named' exists with other settings"):
+    with pytest.raises(ray_training.JobError, match=r"named' exists with other settings \(train.max_steps: 16 → 24\)"):
         ray_training.prepare_inputs(tiny_job(toy_corpus, run_name="named", train_data=str(runs_dir / "old.parquet"))
                                     .with_overrides(["train.max_steps=24"]))
 

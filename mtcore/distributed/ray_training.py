@@ -242,6 +242,16 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
 
 
+def _changed_keys(old: dict, new: dict, limit: int = 4) -> str:
+    """`train.max_steps: 400 → 450, …`: what differs between two job dicts (a run's refusal named two hashes)."""
+    counted = ("train_limit", "vocab_size", "character_coverage", "corpus_langs", "workers", "use_gpu")  # as fingerprint
+    diffs = [f"{section}.{key}: {old.get(section, {}).get(key)!r} → {value!r}"
+             for section, values in new.items() if isinstance(values, dict)
+             for key, value in values.items() if old.get(section, {}).get(key) != value
+             and (section != "job" or key in counted)]  # the data count by content, where a run logs by path
+    return ", ".join(diffs[:limit]) + (f" and {len(diffs) - limit} more" if len(diffs) > limit else "")
+
+
 def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str) -> None:
     """Resuming a run name with other settings or other training data would silently mix two experiments: refuse."""
     marker = run_dir / "mtcore-fingerprint.json"
@@ -250,7 +260,9 @@ def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str) -> 
         old = json.loads(marker.read_text())
         if old["fingerprint"] != now:
             was = old.get("data_version")
+            changed = _changed_keys(old.get("config") or {}, job.to_dict())
             what = (f"other training data (data version {was} != {data_version})" if was and was != data_version
+                    else f"other settings ({changed})" if changed
                     else f"other settings (fingerprint {old['fingerprint']} != {now})")
             raise JobError(f"run '{run_dir.name}' exists with {what}; pick another job.run_name or delete {run_dir}")
     else:
