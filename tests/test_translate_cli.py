@@ -111,6 +111,25 @@ def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path
     assert one_cell("a\tb\r\nc\u2028d") == "a\\tb\\r\\nc d" and len(one_cell("x\x1dy").splitlines()) == 1
 
 
+def test_a_long_input_shows_progress_and_ends_with_a_summary(ckpt, tmp_path, monkeypatch, capsys):
+    """Chunks change no output (n-best line numbers stay the input's); progress and the summary go to stderr."""
+    import argparse
+
+    from mtcore.nmt import translate as translate_module
+
+    lines = SOURCES * 3 + ["", SOURCES[0]]
+    args = argparse.Namespace(**vars(translate_module.build_parser().parse_args(["--model", "x", "--n-best", "2"])))
+    whole = translate_module.translate_lines(ckpt, lines, args)
+    monkeypatch.setattr(translate_module, "CHUNK_LINES", 4)
+    said: list[str] = []
+    assert translate_module.translate_in_chunks(ckpt, lines, args, said.append, every_s=0.0) == whole
+    assert said and said[0].startswith(f"translated 4 of {len(lines)} lines")
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]) == 0
+    err = capsys.readouterr().err
+    assert f"translated {len(lines) - 1} lines (1 blank) in " in err and f"→ {tmp_path / 'out.txt'}" in err
+
+
 def test_a_reader_that_stops_early_ends_translate_quietly(ckpt):
     """`translate … | head -1`: when stdout's reader has gone, translate stops without a message (exit 141, as a
     tool killed by SIGPIPE), not with `error: Broken pipe`."""

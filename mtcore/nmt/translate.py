@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from mtcore.console import add_common_options, program
+from mtcore.console import add_common_options, program, quiet
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     else:
         with open(args.input, "rb") as stream:
             lines = read_lines(stream, args.input)
-    rows = translate_lines(ckpt, lines, args)
+    t0 = time.perf_counter()
+    rows = translate_in_chunks(ckpt, lines, args, None if quiet() else stderr_line)
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
     try:
         for row in rows:
@@ -158,7 +160,37 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     finally:
         if out is not sys.stdout:
             out.close()
+    seconds = time.perf_counter() - t0
+    blank = sum(1 for line in lines if not line.strip())
+    stderr_line(f"translated {len(lines) - blank:,} lines{f' ({blank:,} blank)' if blank else ''} in {seconds:.1f} s "
+                f"({(len(lines) - blank) / max(seconds, 1e-9):.1f} lines/s)" + (f" → {args.output}" if args.output != "-" else ""))
     return 0
+
+
+CHUNK_LINES = 256  # lines decoded between two looks at the clock
+
+
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # stdout is the translations'
+
+
+def translate_in_chunks(ckpt, lines: list[str], args: argparse.Namespace, report=None, every_s: float = 10.0) -> list[tuple[str, ...]]:
+    """`translate_lines` over chunks of the input, with `report(line)` every `every_s` seconds: a 100,000-line file
+    shows that it is moving. Greedy and beam output do not depend on the chunks (nor on batching)."""
+    rows: list[tuple[str, ...]] = []
+    t0 = last = time.perf_counter()
+    for start in range(0, len(lines), CHUNK_LINES):
+        chunk = lines[start:start + CHUNK_LINES]
+        part = translate_lines(ckpt, chunk, args, list(range(start + 1, start + 1 + len(chunk))))
+        if getattr(args, "n_best", 1) > 1:  # (line, score, translation): the line number in the whole input
+            part = [(str(int(r[0]) + start), *r[1:]) for r in part]
+        rows += part
+        now = time.perf_counter()
+        if report is not None and now - last >= every_s and start + len(chunk) < len(lines):
+            done = start + len(chunk)
+            report(f"translated {done:,} of {len(lines):,} lines ({done / (now - t0):.1f} lines/s)")
+            last = now
+    return rows
 
 
 _ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f", "\x1c": " ", "\x1d": " ",
