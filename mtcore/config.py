@@ -406,9 +406,10 @@ class RunConfig:
             key = item.split("=", 1)[0].strip()
             section, _, rest = key.partition(".")
             if section not in by_section or not rest:
-                close = difflib.get_close_matches(section, ["model", "train", "job"], 1)
+                close = difflib.get_close_matches(section, ["model", "train", "job", "search"], 1)
                 hint = f"; did you mean `{close[0]}.{rest}`?" if close and close[0] != section and rest else ""
-                raise ConfigError(f"override {item!r}: key must start with 'model.' or 'train.' (or 'job.' in a training job){hint}")
+                raise ConfigError(f"override {item!r}: key must start with 'model.', 'train.' or 'job.' "
+                                  f"(and 'search.' in a search){hint}")
             by_section[section].append(item.split(".", 1)[1])
         return dataclasses.replace(
             self,

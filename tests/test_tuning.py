@@ -89,6 +89,18 @@ def test_cli_rejects_a_bad_space_before_any_trial(tmp_path, runs_dir, capsys):
     assert not (runs_dir / "ray_tune").exists()
 
 
+def test_dry_run_says_the_rungs_the_base_trial_and_the_base_model(ray_local, runs_dir, capsys):
+    from mtcore.cli import tune as tune_cli
+
+    assert tune_cli.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "scheduler    asha on dev/loss: keeps the best 1/4 at steps 100, 400 (of 500)" in out
+    assert "the first is the base job's values" in out and "base         transformer" in out
+    assert tune_cli.main(["--dry-run", "--scheduler", "fifo", "search.name=mine"]) == 0
+    out = capsys.readouterr().out
+    assert "scheduler    fifo: every trial runs to its end" in out and "search name mine" in out
+
+
 def test_shipped_configs_load_and_sample_the_same_configs_whatever_the_scheduler():
     for path in (TINY, SMALL):
         tj = TuneJob.load(path)
@@ -368,6 +380,20 @@ def test_resume_refuses_other_settings_and_a_spent_time_budget(tmp_path):
     marker.write_text(json.dumps({"settings": tj.settings_digest("v1"), "ended": "budget"}))
     with pytest.raises(TuneError, match="ended on its time budget.*--overwrite"):
         driver._check_resumable(marker, "s", tj.settings_digest("v1"))
+
+
+def test_search_settings_from_the_command_line():
+    """`job.run_name=x` pointed at search.name, which the command line refused: every search setting is an override."""
+    tj = TuneJob.load(TINY, ["search.name=mine", "search.asha.grace_period=3", "search.start_from_base=true",
+                             "search.register_as=2024", "train.max_steps=20"])
+    assert (tj.search.name, tj.search.asha.grace_period, tj.search.start_from_base) == ("mine", 3, True)
+    assert tj.search.register_as == "2024" and tj.base.run.train.max_steps == 20
+    with pytest.raises(ConfigError, match=r"unknown `search` key\(s\) \['nmae'\]"):
+        TuneJob.load(TINY, ["search.nmae=x"])
+    with pytest.raises(ConfigError, match="--search-space"):
+        TuneJob.load(TINY, ["search.space.model.heads=4"])
+    with pytest.raises(ConfigError, match="`search.start_from_base` must be true or false"):
+        TuneJob.load(TINY, ["search.start_from_base=maybe"])
 
 
 def test_an_override_of_a_searched_key_says_what_it_does(caplog):

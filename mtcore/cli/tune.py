@@ -28,6 +28,7 @@ from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.ray_training import JobError
 from mtcore.distributed.tune import DEFAULT_SEARCH, SCHEDULERS, SEARCHERS, TuneError, TuneJob, format_table, plan_search, run_search
+from mtcore.distributed.tune.driver import describe_scheduler
 
 DEFAULT_CONFIG = DEFAULT_SEARCH
 
@@ -76,9 +77,17 @@ def main(argv: list[str] | None = None) -> int:
                 resolve_train_data(tj.base)
             print(f"resources    {plan_search(tj).describe()}")
             grid = "" if tj.search.trials == tj.search.num_samples else f" ({tj.search.num_samples} samples × the grid)"
-            print(f"trials       {tj.search.trials}{grid}, {tj.search.scheduler} scheduler, {tj.search.search} search")
+            print(f"trials       {tj.search.trials}{grid}, {tj.search.scheduler} scheduler, {tj.search.search} search"
+                  + ("; the first is the base job's values (search.start_from_base)" if tj.search.start_from_base else ""))
+            print(f"scheduler    {describe_scheduler(tj)}")
+            m, t = tj.base.run.model, tj.base.run.train
+            print(f"base         {m.arch} {m.d_model}d × {m.layers} layers, {m.direction}; "
+                  + (f"{t.max_steps:,} steps" if t.max_steps else f"{t.time_budget_min:g} min") + " a trial"
+                  + (f" ({tj.base.preset_note})" if tj.base.preset_note else ""))
             for param in tj.search.space:
                 print(f"space        {param.key}: {param.describe()}")
+            print(f"MLflow       experiment {tj.search.experiment}" + (f", search name {tj.search.name}" if tj.search.name else
+                  " (named when it starts; the same arguments and --resume find it again)"))
             return 0
         # -q: the summary only; default: a line per trial start, validation and end; -v: also Ray Tune's reporter
         out = run_search(tj, resume=args.resume, overwrite=args.overwrite, verbose=args.verbosity + 1)

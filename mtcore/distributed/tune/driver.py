@@ -59,6 +59,22 @@ def _scheduler(tj: TuneJob):
                          reduction_factor=a.reduction_factor, max_t=max(max_t, grace), stop_last_trials=False)
 
 
+def describe_scheduler(tj: TuneJob) -> str:
+    """What `--dry-run` says of the scheduler: for ASHA, the metric and the rungs (steps at which trials are cut)."""
+    if tj.search.scheduler == "fifo":
+        return "fifo: every trial runs to its end"
+    t, a = tj.base.run.train, tj.search.asha
+    grace = a.grace_period or t.validate_every or 1
+    max_t = max(a.max_t or (t.max_steps - 1 if t.max_steps else 10**9), grace)
+    rungs, r = [], grace
+    while r < max_t and len(rungs) < 8:
+        rungs.append(r)
+        r *= a.reduction_factor
+    at = ", ".join(f"{x:,}" for x in rungs) + (" …" if r < max_t and len(rungs) == 8 else "")
+    return (f"asha on {a.metric}: keeps the best 1/{a.reduction_factor} at steps {at}"
+            + (f" (of {t.max_steps:,})" if t.max_steps else " (runs end on their time budget)"))
+
+
 def _searcher(tj: TuneJob, concurrent: int):
     from ray.tune.search import BasicVariantGenerator
 
@@ -124,6 +140,10 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
         _check_resumable(marker, name, tj.settings_digest(version, plan))
     storage.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"settings": tj.settings_digest(version, plan), "ended": None}))
+    if verbose >= 1:
+        from mtcore.console import progress_line
+
+        progress_line(f"{'resuming' if resume else 'starting'} search {name}: {tj.search.trials} trials, {plan.describe()}")
 
     # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
     lineage = ray_training.data_lineage_tags(tj.base.job.train_data) if tj.base.job.train_data else {}

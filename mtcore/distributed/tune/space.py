@@ -245,6 +245,39 @@ class SearchConfig:
         return d
 
 
+def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, list[str]]:
+    """`search.name=x`, `search.asha.grace_period=200`, `search.start_from_base=false`: a search setting from the
+    command line, as model./train. ones are (checked by `SearchConfig.from_dict` with the file's); the space
+    itself comes from --search-space. Returns (data with them, the other overrides)."""
+    import yaml
+
+    mine = [o for o in overrides if o.split("=", 1)[0].strip().startswith("search.")]
+    search = dict(data.get("search") or {}) if isinstance(data.get("search") or {}, dict) else data.get("search")
+    for item in mine:
+        key, sep, raw = item.partition("=")
+        path = key.strip().split(".")[1:]
+        if not sep or not path or not all(path):
+            raise ConfigError(f"override {item!r}: expected search.KEY=VALUE")
+        if path[0] == "space":
+            raise ConfigError(f"override {item!r}: the space comes from the tune file or --search-space FILE")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if path[0] in ("name", "register_as", "experiment", "scheduler", "search") and value is not None:
+            value = str(value)  # a name such as 2024 is text
+        node = search
+        for part in path[:-1]:
+            node[part] = dict(node.get(part) or {}) if isinstance(node.get(part) or {}, dict) else node.get(part)
+            node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: search.{part} is not a section")
+        node[path[-1]] = value
+    if mine:
+        data = {**data, "search": search}
+    return data, [o for o in overrides if o not in mine]
+
+
 def _read_space_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"--search-space {path}: file not found")
@@ -298,6 +331,7 @@ class TuneJob:
             source = f"{path} with the space of {space_file}"
         if isinstance(d, dict):
             d, overrides = apply_early_overrides(d, list(overrides))
+            d, overrides = _apply_search_overrides(d, list(overrides))
         tj = cls.from_dict(d, source)
         return tj.with_overrides(list(overrides), **search_overrides)
 
