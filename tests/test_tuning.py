@@ -216,6 +216,9 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     assert parent.data.params["space.model.max_positions"] == "grid [4, 256, 128]"
     children = client.search_runs([experiment.experiment_id], f"tags.mlflow.parentRunId = '{out.parent_run_id}'")
     assert len(children) == 3
+    # one tag finds the search's parent and its trials together; the searcher has its own
+    together = client.search_runs([experiment.experiment_id], f"tags.`mtcore.tune.search` = '{out.name}'")
+    assert len(together) == 4 and parent.data.tags["mtcore.tune.searcher"] == "random"
     status = {int(c.data.params["model.max_positions"]): c.info.status for c in children}
     assert status[4] == "FAILED" and "max_positions" in next(
         c for c in children if c.data.params["model.max_positions"] == "4").data.tags["mtcore.tune.error"]

@@ -33,7 +33,8 @@ def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str
     from mtcore.tracking.run import open_run
 
     tags = tracking.standard_tags("experiments/tune_transformer.py", train_data) | {
-        "mtcore.tune.scheduler": tj.search.scheduler, "mtcore.tune.search": tj.search.search,
+        # mtcore.tune.search is the search's name on the parent and on every trial: one filter finds them all
+        "mtcore.tune.scheduler": tj.search.scheduler, "mtcore.tune.searcher": tj.search.search, "mtcore.tune.search": name,
         "mtcore.tune.resources": plan.describe(),
     } | lineage
     params = tracking.flatten(tj.base.to_dict(), "base.")

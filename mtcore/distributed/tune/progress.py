@@ -24,16 +24,37 @@ _NEW_OUTPUT = "RAY_AIR_NEW_OUTPUT"
 
 @contextlib.contextmanager
 def quiet_tune_output() -> Iterator[None]:
-    """Within this block, Tune started with verbose=0 in this process prints nothing of its own."""
+    """Within this block, Tune started with verbose=0 in this process prints nothing of its own: not its reporter,
+    not its advice after Ctrl-C to call `Tuner.restore(...)` (mtcore says `--resume`), not Optuna's study lines."""
+    import logging
+
     before = os.environ.get(_NEW_OUTPUT)
     os.environ[_NEW_OUTPUT] = "0"
+    tune_log = logging.getLogger("ray.tune.tune")
+    restore_advice = _DropMessages("Experiment has been interrupted", "Training has been interrupted")
+    tune_log.addFilter(restore_advice)
+    optuna_log = logging.getLogger("optuna")
+    optuna_level = optuna_log.level
+    optuna_log.setLevel(logging.WARNING)  # "A new study created in memory with name: optuna"
     try:
         yield
     finally:
+        tune_log.removeFilter(restore_advice)
+        optuna_log.setLevel(optuna_level)
         if before is None:
             os.environ.pop(_NEW_OUTPUT, None)
         else:
             os.environ[_NEW_OUTPUT] = before
+
+
+class _DropMessages:
+    """A logging filter that drops records whose message starts with one of `prefixes`."""
+
+    def __init__(self, *prefixes: str):
+        self.prefixes = prefixes
+
+    def filter(self, record) -> bool:
+        return not str(record.getMessage()).startswith(self.prefixes)
 
 
 def describe_values(values: dict[str, Any], space: tuple[Param, ...]) -> str:
