@@ -54,7 +54,9 @@ def tiny_search(toy_corpus, space: dict, overrides=(), **search) -> TuneJob:
     ({"train.label_smoothing": {"choice": [0.1, -0.1]}}, "`train.label_smoothing`: value -0.1"),
     ({"train.warmup": {"choice": [100, 2.5]}}, "`train.warmup`: value 2.5"),
     ({"model.d_model": {"choice": [64, 100]}, "model.heads": {"choice": [4, 8]}}, "`model.d_model`=100, `model.heads`=8"),
-    ({"model.hedas": {"choice": [2]}}, "`model.hedas`: unknown key"),
+    ({"model.hedas": {"choice": [2]}}, "`model.hedas`: unknown key; did you mean `model.heads`?"),
+    ({"modle.heads": {"choice": [2]}}, "can be searched; did you mean `model.heads`?"),
+    ({"model": {"heads": {"choice": [2, 4]}}}, "write the key dotted: `model.heads: {choice: […]}`"),
     ({"job.workers": {"choice": [1, 2]}}, "only model.* and train.*"),
     ({"train.warmup": {"uniform": [100, 50]}}, "low < high"),
     ({"train.warmup": {"normal": [100, 50]}}, "unknown kind"),
@@ -265,6 +267,15 @@ def test_start_from_base_is_checked():
         TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": "yes please"}})
     with pytest.raises(ConfigError, match="do not mix"):
         TuneJob.from_dict({**d, "search": {**d["search"], "start_from_base": True, "space": {"model.heads": {"grid": [2, 4]}}}})
+
+
+
+def test_a_grid_space_file_runs_with_the_default_search_once_start_from_base_is_off(tmp_path):
+    (tmp_path / "g.yaml").write_text("train.warmup: {grid: [150, 300]}\n")
+    with pytest.raises(ConfigError, match="search.start_from_base=false"):
+        TuneJob.load(DEFAULT_SEARCH, [], space_file=tmp_path / "g.yaml")
+    tj = TuneJob.load(DEFAULT_SEARCH, ["search.start_from_base=false"], space_file=tmp_path / "g.yaml")
+    assert tj.search.space[0].kind == "grid" and not tj.search.start_from_base
 
 
 def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri, runs_dir, toy_corpus, monkeypatch):

@@ -10,6 +10,7 @@ every other key is checked against each architecture in the space.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import itertools
 import json
@@ -61,7 +62,9 @@ class Param:
             raise ConfigError(f"{where}: expected one of {list(KINDS)} with its values, e.g. {{choice: [2, 4, 8]}}, got {spec!r}")
         (kind, values), = spec.items()
         if kind not in KINDS:
-            raise ConfigError(f"{where}: unknown kind {kind!r}; choose from {list(KINDS)}")
+            nested = f" (a nested `{key}: {{{kind}: …}}`? write the key dotted: `{key}.{kind}: {{choice: […]}}`)" \
+                if key in SEARCHABLE else ""
+            raise ConfigError(f"{where}: unknown kind {kind!r}; choose from {list(KINDS)}{nested}")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}: {kind} needs a non-empty list, got {values!r}")
         values = [_number_or_text(v) for v in values]  # YAML 1.1 reads 1e-4 as text; a job file takes it as a number
@@ -196,7 +199,8 @@ class SearchConfig:
         if self.search == "optuna" and any(p.kind == "grid" for p in self.space):
             raise ConfigError("`grid` keys need the random search; use `choice` with optuna")
         if self.start_from_base and any(p.kind == "grid" for p in self.space):
-            raise ConfigError("`search.start_from_base` and `grid` keys do not mix: a grid already names every trial")
+            raise ConfigError("`search.start_from_base` and `grid` keys do not mix: a grid already names every trial; "
+                              "add search.start_from_base=false to the command (the default search starts from the base)")
         if not self.space:
             raise ConfigError("`search.space` is empty: name at least one model.* or train.* key to search")
 
@@ -394,10 +398,14 @@ def validate_space(base: TrainingJob, space: tuple[Param, ...]) -> None:
     for p in space:
         section, _, name = p.key.partition(".")
         if section not in SEARCHABLE or not name:
-            raise ConfigError(f"search space `{p.key}`: only model.* and train.* keys can be searched")
+            close = difflib.get_close_matches(section, list(SEARCHABLE), 1)
+            hint = f"; did you mean `{close[0]}.{name}`?" if close and name else ""
+            raise ConfigError(f"search space `{p.key}`: only model.* and train.* keys can be searched{hint}")
         fields = {f.name for f in dataclasses.fields(SEARCHABLE[section])}
         if name not in fields:
-            raise ConfigError(f"search space `{p.key}`: unknown key; {section} keys are {sorted(fields)}")
+            close = difflib.get_close_matches(name, sorted(fields), 1)
+            hint = f"did you mean `{section}.{close[0]}`? " if close else ""
+            raise ConfigError(f"search space `{p.key}`: unknown key; {hint}{section} keys are {sorted(fields)}")
         if section == "model" and name in ("src_lang", "tgt_lang", "vocab_size"):
             raise ConfigError(f"search space `{p.key}`: not a hyperparameter; set it in the `model` section")
         declared = {f.name: f.type for f in dataclasses.fields(SEARCHABLE[section])}[name]
