@@ -30,12 +30,31 @@ def one_of(name: str, value: str, choices: Iterable[str]) -> None:
         raise UsageError(f"{name}: unknown value {value!r}; choose from {choices}")
 
 
+_REGIONS = {"BR", "CN", "TW", "HK", "US", "GB", "MX", "AU", "SG"}
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:_[a-z]{2}|_[a-z]{4})?")  # en, vi, pt_br, zh_cn, sr_latn (OPUS's names)
+
+
 def language_pair(value: str, name: str = "--langs") -> tuple[str, str]:
-    """"de-en" → ("de", "en"): two different ISO 639 codes (2–3 letters), lower-cased."""
-    src, _, tgt = str(value).strip().lower().partition("-")
-    if not re.fullmatch(r"[a-z]{2,3}", src) or not re.fullmatch(r"[a-z]{2,3}", tgt) or src == tgt:
-        raise UsageError(f"{name} {value}: expected two different language codes, e.g. de-en")
+    """"de-en" → ("de", "en"): two different ISO 639 codes (2–3 letters), lower-cased; a code may carry OPUS's region
+    or script, "en-pt_BR" → ("en", "pt_br") (`base_language` is the language itself)."""
+    text = str(value).strip()
+    src, _, tgt = text.partition("-")
+    # "pt-BR" is one language and its region, not Portuguese → Breton (regions that are no usual language code, or
+    # whose language nobody pairs this way; "en-DE" or "en-CA" stay pairs)
+    if re.fullmatch(r"[a-z]{2,3}-[A-Z]{2}", text) and tgt in _REGIONS:
+        raise UsageError(f"{name} {value}: one language and its region? {name} takes the pair, source first, with a "
+                         f"region written OPUS's way: en-{src}_{tgt}")
+    src, tgt = src.lower(), tgt.lower()
+    if not LANGUAGE_CODE.fullmatch(src) or not LANGUAGE_CODE.fullmatch(tgt):
+        raise UsageError(f"{name} {value}: expected two language codes, source first, e.g. de-en or en-zh_CN")
+    if src == tgt:
+        raise UsageError(f"{name} {value}: the two languages are the same; expected a pair such as de-en")
     return src, tgt
+
+
+def base_language(code: str) -> str:
+    """"pt_br" → "pt": what language identification and the rules know."""
+    return code.split("_", 1)[0].lower()
 
 
 def input_file(name: str, path: str | Path) -> Path:

@@ -330,8 +330,31 @@ def test_langs_hold_without_a_language_rule_and_in_any_case():
     cfg = build_config(["NonEmpty", "Duplicates"]).with_languages("DE", "en")
     assert cfg.languages == ("de", "en") and cfg.for_pairs_alone().languages == ("de", "en")
     assert cfg.to_dict()["languages"] == ["de", "en"] and "languages" not in build_config(["NonEmpty"]).to_dict()
-    with pytest.raises(ConfigError, match="--langs en-en: expected two different language codes"):
+    with pytest.raises(ConfigError, match="--langs en-EN: the two languages are the same"):
         build_config(["NonEmpty"]).with_languages("en", "EN")
+
+
+def test_a_language_with_its_region_as_opus_writes_it(tmp_path):
+    """`--langs en-zh_CN` reads OPUS's PREFIX.zh_CN and judges it as Chinese; `--langs pt-BR` was Portuguese →
+    Breton (and kept 220 of 600 en-vi pairs), now a hint; PREFIX.EN and PREFIX.VI are the en-vi pair."""
+    from mtcore import checks
+    from mtcore.cleaning import load_config
+    from mtcore.data.corpus import read_corpus
+
+    assert checks.language_pair("en-zh_CN") == ("en", "zh_cn") and checks.base_language("zh_cn") == "zh"
+    with pytest.raises(checks.UsageError, match="one language and its region.*en-pt_BR"):
+        checks.language_pair("pt-BR")
+    cfg = load_config().with_languages("en", "zh_CN")
+    assert cfg.languages == ("en", "zh_cn")
+    assert next(r for r in cfg.rules if r.name() == "LanguageID").languages == ["en", "zh"]
+    with pytest.raises(ConfigError, match="two variants of one language"):
+        load_config().with_languages("pt", "pt_BR")
+    (tmp_path / "c.en").write_text("Open the file\n", encoding="utf-8")
+    (tmp_path / "c.zh_CN").write_text("打开文件\n", encoding="utf-8")
+    assert read_corpus(tmp_path / "c", src_lang="en", tgt_lang="zh_cn")["tgt"].to_pylist() == ["打开文件"]
+    (tmp_path / "d.EN").write_text("Open the file\n", encoding="utf-8")
+    (tmp_path / "d.VI").write_text("Mở tập tin\n", encoding="utf-8")
+    assert read_corpus(tmp_path / "d")["tgt"].to_pylist() == ["Mở tập tin"]
 
 
 def test_a_key_given_twice_in_a_rules_file_is_an_error(tmp_path):

@@ -18,7 +18,6 @@ A rule may be written as a bare name (`- NonEmpty`) when it takes its defaults.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -55,15 +54,21 @@ class CleaningConfig:
     def with_languages(self, src: str, tgt: str) -> CleaningConfig:
         """The same rules for another language pair: the language-ID rule expects `src` and `tgt`
         (the other rules do not depend on the languages)."""
-        src, tgt = src.strip().lower(), tgt.strip().lower()  # EN-VI is en-vi
-        if not re.fullmatch(r"[a-z]{2,3}", src) or not re.fullmatch(r"[a-z]{2,3}", tgt) or src == tgt:
-            raise ConfigError(f"--langs {src}-{tgt}: expected two different language codes, e.g. de-en")
+        from mtcore import checks
         from mtcore.cleaning.rules import known_languages
 
-        unknown = [lang for lang in (src, tgt) if lang not in known_languages()]
+        try:
+            src, tgt = checks.language_pair(f"{src.strip()}-{tgt.strip()}")  # EN-VI is en-vi; en-pt_BR keeps its region
+        except checks.UsageError as err:
+            raise ConfigError(str(err)) from None
+        base = [checks.base_language(lang) for lang in (src, tgt)]  # what langid and the rules know
+        unknown = [lang for lang, b in zip((src, tgt), base) if b not in known_languages()]
         if unknown:
             raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
-        rules = [dataclasses.replace(r, languages=[src, tgt]) if r.name() in ("LanguageID", "TestOverlap") else r
+        if base[0] == base[1]:
+            raise ConfigError(f"languages {src}-{tgt}: two variants of one language; the language rule cannot tell them apart")
+        rules = [dataclasses.replace(r, languages=base) if r.name() == "LanguageID"
+                 else dataclasses.replace(r, languages=[src, tgt]) if r.name() == "TestOverlap" else r
                  for r in self.rules]
         return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})", langs=(src, tgt))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.cleaning import clean_dataset, load_config
@@ -50,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.config)  # every config error surfaces before any work
     args.input = corpus_argument(args.input, home() / "stdin")
     if args.langs:
-        src, _, tgt = args.langs.partition("-")
-        cfg = cfg.with_languages(src, tgt)
+        cfg = cfg.with_languages(*checks.language_pair(args.langs))
     result = clean_dataset(args.input, args.output, cfg, overwrite=args.overwrite, num_cpus=args.num_cpus,
                            track=not args.no_mlflow)
     r = result.report

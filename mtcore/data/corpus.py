@@ -169,9 +169,14 @@ def read_parallel_text(prefix: str | Path, src_lang: str = "en", tgt_lang: str =
 
 
 def _side_file(prefix: Path, lang: str) -> Path:
-    """PREFIX.LANG, or PREFIX.LANG.gz where only that exists."""
+    """PREFIX.LANG, or PREFIX.LANG.gz where only that exists; the suffix in any case (OPUS names files
+    PREFIX.zh_CN, `--langs en-zh_CN` reads it as zh_cn; PREFIX.EN is PREFIX.en)."""
     plain = prefix.with_name(f"{prefix.name}.{lang}")
     packed = plain.with_name(plain.name + ".gz")
+    if not plain.exists() and not packed.exists() and prefix.parent.is_dir():
+        wanted = {plain.name.lower(): "plain", packed.name.lower(): "packed"}
+        found = {wanted[p.name.lower()]: p for p in prefix.parent.iterdir() if p.name.lower() in wanted}
+        plain, packed = found.get("plain", plain), found.get("packed", packed)
     return packed if packed.is_file() and not plain.is_file() else plain
 
 
