@@ -100,12 +100,22 @@ def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_di
     longer = job.with_overrides(["train.max_steps=24"])
     with pytest.raises(ray_training.JobError, match="exists with other settings"):
         ray_training.run_training(longer)  # same name, different settings: refuse to mix them
-    # The same settings resume from the latest checkpoint: no step is trained twice.
-    again = ray_training.run_training(job)
-    assert again.steps == 16
+    # The same settings, once finished: its result, with nothing trained, validated or tested again.
+    lines: list[str] = []
+    again = ray_training.run_training(job, progress_echo=lines.append)
+    assert again.steps == 16 and again.test == first.test and again.best_checkpoint == first.best_checkpoint
+    assert lines == [f"run 'ddp-faults' finished already at step 16 (test BLEU {first.test['test/bleu']:.2f}): nothing "
+                     f"to train; to train it again, delete {runs_dir / 'ray_train' / 'ddp-faults'} or pick another job.run_name"]
     client = mlflow.MlflowClient(mlflow_uri)
     history = client.get_metric_history(again.mlflow_run_id, "train/loss")
     assert sorted({m.step for m in history}) == [4, 8, 12, 16]
+    assert [m.step for m in client.get_metric_history(again.mlflow_run_id, "dev/bleu")] == [8, 16]  # not validated twice
+    assert client.get_run(again.mlflow_run_id).info.status == "FINISHED"
+    # Interrupted before its end (no outcome recorded): the same command resumes from the latest checkpoint.
+    (runs_dir / "ray_train" / "ddp-faults" / ray_training.FINISHED_FILE).unlink()
+    resumed: list[str] = []
+    assert ray_training.run_training(job, progress_echo=resumed.append).steps == 16
+    assert any(line.startswith("resuming from step 16") for line in resumed)
 
 
 def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, runs_dir, toy_corpus):

@@ -25,7 +25,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -535,6 +535,13 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     from mtcore.console import progress_line
 
     echo = progress_echo or progress_line
+    done = _finished_before(inputs)
+    if done is not None:  # the same settings and data (prepare_inputs checked): its result, not a second test pass
+        inputs.run.end("FINISHED")
+        echo(f"run '{inputs.run_name}' finished already at step {done.steps:,} (test BLEU "
+             f"{done.test.get('test/bleu', float('nan')):.2f}): nothing to train; to train it again, delete "
+             f"{Path(inputs.storage_path) / inputs.run_name} or pick another job.run_name")
+        return done
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
@@ -556,10 +563,28 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
         raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
     best_dir = _publish_best(Path(best_ckpt.path), Path(inputs.storage_path) / inputs.run_name / "best")
     test = finish_run(job, inputs, best_dir, use_gpu, echo)
-    return TrainingOutcome(
+    outcome = TrainingOutcome(
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
     )
+    body = asdict(outcome) | {"best_checkpoint": str(best_dir)}
+    (Path(inputs.storage_path) / inputs.run_name / FINISHED_FILE).write_text(json.dumps(body, indent=2, default=str))
+    return outcome
+
+
+FINISHED_FILE = "mtcore-finished.json"  # a run's outcome, once trained and tested: a rerun returns it
+
+
+def _finished_before(inputs: PreparedInputs) -> TrainingOutcome | None:
+    """The outcome of this run if it finished before (its best checkpoint still there); None otherwise."""
+    path = Path(inputs.storage_path) / inputs.run_name / FINISHED_FILE
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        body["best_checkpoint"] = Path(body["best_checkpoint"])
+        outcome = TrainingOutcome(**body)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return outcome if (outcome.best_checkpoint / "config.json").is_file() else None
 
 
 def best_checkpoint(result, train_cfg) -> tuple[Any, dict[str, Any]]:
