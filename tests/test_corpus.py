@@ -101,6 +101,14 @@ def test_wrong_column_count_strict_names_line(tmp_path, line, count):
         read_corpus(path)
 
 
+def test_trailing_empty_fields_are_no_column_and_a_third_column_is_explained(tmp_path):
+    path = write_tsv(tmp_path / "t.tsv", ["Open file\tMở tập tin\t", "Quit\tThoát\t\t"])
+    assert read_corpus(path)["tgt"].to_pylist() == ["Mở tập tin", "Thoát"]
+    path = write_tsv(tmp_path / "s.tsv", ["Open file\tMở tập tin\t0.93"])
+    with pytest.raises(CorpusError, match=r"s\.tsv:1: expected 2 .* found 3 \(more columns, such as a score .*cut -f1,2 s\.tsv"):
+        read_corpus(path)
+
+
 def test_a_blank_tsv_line_is_an_empty_pair_as_in_a_moses_pair(tmp_path):
     """It aborted the whole read ("found 1"); the same content as two text files gave an empty pair."""
     path = write_tsv(tmp_path / "c.tsv", ["a\tb", "", "c\td", "  "])

@@ -124,10 +124,14 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
                                   f"job.corpus_langs={tgt_lang}-{src_lang})")
         if len(cols) == 1 and not line.strip():  # a blank line is an empty pair (cleaning: `empty`), as in a Moses pair
             cols = ["", ""]
+        if len(cols) > 2 and not any(c.strip() for c in cols[2:]):  # `src<TAB>tgt<TAB>`: trailing empty fields
+            cols = cols[:2]
         if len(cols) != 2:
             if strict:
                 cr = "; its lines end in a bare carriage return (\\r, old Mac line ends): convert them to \\n" if "\r" in line else ""
-                raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}{cr}")
+                more = (f" (more columns, such as a score or URLs? keep the pair's two: cut -f1,2 {path.name} > "
+                        f"pairs.tsv, or the columns in the order src, tgt)") if len(cols) > 2 and not cr else ""
+                raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}{cr}{more}")
             bad.append((line, line_no, len(cols)))
             continue
         if any(_csv_quoted(c) for c in cols):
