@@ -98,6 +98,11 @@ def test_ctranslate2_scores_as_mtcore(ckpt, tokenizer, tmp_path, pre_norm):
         assert scored.log_probs == pytest.approx(mtcore_logprobs(source.model, src, tgt)[0].tolist(), abs=1e-4)
 
 
+def test_hf_export_draws_no_progress_bar(ckpt, tmp_path, capfd):
+    to_hf(ckpt.path, tmp_path / "hf")
+    assert "Writing model shards" not in capfd.readouterr().err  # past -q, for a one-file model
+
+
 def test_hf_logits_as_mtcore(ckpt, hf_dir, tokenizer):
     src = torch.tensor(encode_sources(tokenizer, ["open the new window"]))
     tgt_in = torch.tensor([[BOS_ID] + tokenizer.encode(["mở cửa sổ mới"])[0]])
