@@ -107,6 +107,8 @@ def resolve_train_data(job: TrainingJob) -> str:
 
     # Its own stage, not `runs/clean`, which `pipelines/clean.py` may have filled with another corpus.
     # mtcore owns it: made with other rules or code (an upgrade), it is made again, not refused.
+    if not (home() / "clean-embedded" / "report.json").is_file():  # a minute on 2 cores: say what the Ray Data line is
+        log.info("cleaning the embedded corpus into %s (once; later runs reuse it)", home() / "clean-embedded")
     try:
         result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded")
     except StageError as err:
@@ -115,6 +117,8 @@ def resolve_train_data(job: TrainingJob) -> str:
         result = clean_dataset(RAW_PARALLEL, home() / "clean-embedded", overwrite=True)
     if result.skipped:
         log.info("reusing the cleaned embedded corpus in %s", result.output)
+    else:
+        log.info("cleaned the embedded corpus: %s of %s pairs kept", f"{result.report['kept']:,}", f"{result.report['input']:,}")
     return str(result.output / "kept")
 
 
