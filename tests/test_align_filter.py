@@ -114,7 +114,7 @@ def test_config_errors():
         FilterConfig(threshold=0.3, reference="ref.tsv", max_false_reject=0.01)
     with pytest.raises(FilterError, match="--max-false-reject is for --calibration reference or near_miss"):
         FilterConfig(calibration="random", max_false_reject=0.05)  # it was recorded in report.json as if applied
-    with pytest.raises(Exception, match="--langs de: expected two different language codes"):
+    with pytest.raises(Exception, match="--langs de: expected two language codes, source first"):
         FilterConfig(langs=("de",))
 
 
