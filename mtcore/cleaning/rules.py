@@ -602,7 +602,7 @@ class LanguageID(Rule):
         idx = np.flatnonzero(ask_s)
         for i, text in zip(idx, at(src, idx)):  # the whole source: "Região Autónoma da Madeira" is no Vietnamese
             s_prob[i] = dict(ident.rank(text)).get("vi", 0.0)
-        s_third = self._third_language(src, "en", ~copy & (s_own_letters >= self.min_letters))
+        s_third = self._third_language(src, ~copy & (s_own_letters >= self.min_letters))
         return {
             "src_third": s_third,
             "tgt_vi_share": t_vi,
@@ -634,11 +634,11 @@ class LanguageID(Rule):
             for i, t in zip(idx, at(text, idx)):
                 prob[i] = dict(ident.rank(t)).get(lang, 0.0)
             out[f"{name}_p_own"] = prob
-            out[f"{name}_third"] = self._third_language(text, lang, (count(text, r"\pL") >= self.min_letters) & ~copy)
+            out[f"{name}_third"] = self._third_language(text, (count(text, r"\pL") >= self.min_letters) & ~copy)
         out["tgt_vi_share"] = out["tgt_p_own"]  # the rule's score column: the target's probability here
         return out
 
-    def _third_language(self, text: pa.Array, own: str, judged: np.ndarray) -> np.ndarray:
+    def _third_language(self, text: pa.Array, judged: np.ndarray) -> np.ndarray:
         """P of the most likely language of each text, unrestricted, where it is neither of the pair's (0 otherwise;
         texts of fewer than `third_min_words` words, or not `judged`, are 0)."""
         out = np.zeros(len(text))
@@ -673,16 +673,14 @@ class LanguageID(Rule):
         return tgt_ok & src_ok & ~third
 
     def details(self, batch, scores, rejected):
-        out = []
-        src_all, tgt_all = col(batch, "src"), col(batch, "tgt")
+        thirds: dict[int, str] = {}  # rows rejected for a third language: named first, whatever else is wrong
         for i in np.flatnonzero(rejected):
-            for side, texts, lang in (("src", src_all, self.languages[0]), ("tgt", tgt_all, self.languages[1])):
+            for side, lang in zip(("src", "tgt"), self.languages):
                 p = scores.get(f"{side}_third", np.zeros(len(batch)))[i]
                 if p >= self.third_prob:
-                    other = self._third_name(pc.replace_substring_regex(texts.slice(i, 1), PLACEHOLDER_RE2, " ")[0].as_py())
-                    out.append((i, f"{side} in {other} (P={p:.2f}), not {lang}"))
+                    text = pc.replace_substring_regex(col(batch, side).slice(i, 1), PLACEHOLDER_RE2, " ")[0].as_py()
+                    thirds[i] = f"{side} in {self._third_name(text)} (P={p:.2f}), not {lang}"
                     break
-        thirds = dict(out)
         out = []
         if not self.english_vietnamese:
             src_lang, tgt_lang = self.languages

@@ -50,14 +50,19 @@ def _scheduler(tj: TuneJob):
 
     if tj.search.scheduler == "fifo":
         return FIFOScheduler()  # the best trial is picked by dev BLEU afterwards, whatever the scheduler
-    t, a = tj.base.run.train, tj.search.asha
-    grace = a.grace_period or t.validate_every or 1
-    # Rungs stay below the last step (a trial that trained to its end is not stopped before its test
-    # evaluation); runs bounded by a time budget have no step limit of ASHA's own.
-    max_t = a.max_t or (t.max_steps - 1 if t.max_steps else 10**9)
+    a = tj.search.asha
+    grace, max_t = _asha_bounds(tj)
     # stop_last_trials=False: a trial that reaches max_t ends by itself (test BLEU, artifacts), not killed.
     return ASHAScheduler(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric], grace_period=grace,
-                         reduction_factor=a.reduction_factor, max_t=max(max_t, grace), stop_last_trials=False)
+                         reduction_factor=a.reduction_factor, max_t=max_t, stop_last_trials=False)
+
+
+def _asha_bounds(tj: TuneJob) -> tuple[int, int]:
+    """(grace period, max_t) in steps. Rungs stay below the last step (a trial that trained to its end is not stopped
+    before its test evaluation); runs bounded by a time budget have no step limit of ASHA's own."""
+    t, a = tj.base.run.train, tj.search.asha
+    grace = a.grace_period or t.validate_every or 1
+    return grace, max(a.max_t or (t.max_steps - 1 if t.max_steps else 10**9), grace)
 
 
 def describe_scheduler(tj: TuneJob) -> str:
@@ -65,8 +70,7 @@ def describe_scheduler(tj: TuneJob) -> str:
     if tj.search.scheduler == "fifo":
         return "fifo: every trial runs to its end"
     t, a = tj.base.run.train, tj.search.asha
-    grace = a.grace_period or t.validate_every or 1
-    max_t = max(a.max_t or (t.max_steps - 1 if t.max_steps else 10**9), grace)
+    grace, max_t = _asha_bounds(tj)
     rungs, r = [], grace
     while r < max_t and len(rungs) < 8:
         rungs.append(r)
