@@ -256,7 +256,9 @@ def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, lis
     import yaml
 
     mine = [o for o in overrides if o.split("=", 1)[0].strip().startswith("search.")]
-    search = dict(data.get("search") or {}) if isinstance(data.get("search") or {}, dict) else data.get("search")
+    if not mine or not isinstance(data.get("search") or {}, dict):
+        return data, [o for o in overrides if o not in mine]  # a `search:` that is no mapping: from_dict says so
+    search = dict(data.get("search") or {})
     for item in mine:
         key, sep, raw = item.partition("=")
         path = key.strip().split(".")[1:]
@@ -277,9 +279,7 @@ def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, lis
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: search.{part} is not a section")
         node[path[-1]] = value
-    if mine:
-        data = {**data, "search": search}
-    return data, [o for o in overrides if o not in mine]
+    return {**data, "search": search}, [o for o in overrides if o not in mine]
 
 
 def _read_space_file(path: Path) -> dict[str, Any]:
