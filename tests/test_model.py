@@ -148,7 +148,7 @@ def test_with_overrides():
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ConfigError, match="`heads` \\(7\\) must divide `d_model` \\(512\\)"):
         RunConfig().with_overrides(["model.heads=7"])
-    with pytest.raises(ConfigError, match="must start with 'model.' or 'train.'"):
+    with pytest.raises(ConfigError, match="must start with 'model.', 'train.' or 'job.'"):
         RunConfig().with_overrides(["heads=4"])
     with pytest.raises(ConfigError, match="unknown `train` key"):
         RunConfig().with_overrides(["train.warmpu=10"])

@@ -126,7 +126,7 @@ def test_overrides_take_the_type_their_field_declares(raw, key, expected):
     ("model.haeds=4", "did you mean `heads`?"),
     ("model.preset=huge", "override 'model.preset=huge': unknown model preset 'huge'"),  # the override, not the default job file
     ("train.time_budget_min=-1", "override 'train.time_budget_min=-1': time_budget_min must be >= 0"),
-    ("jobs.workers=1", "(or 'job.' in a training job); did you mean `job.workers`?"),
+    ("jobs.workers=1", "(and 'search.' in a search); did you mean `job.workers`?"),
     ("job.workers", "override 'job.workers' must look like key=value"),
     # found by a review: accepted, then each worker failed after start-up (retried 3 times), or a path escaped runs/
     ("train.seed=-1", "`seed` (-1) must be >= 0"),
