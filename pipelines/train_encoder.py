@@ -20,7 +20,7 @@ import sys
 
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
-from mtcore.alignment.classifier import ClassifierConfig, read_classifier_metrics, train_beside_encoder
+from mtcore.alignment.classifier import ClassifierConfig, describe_heldout, read_classifier_metrics, train_beside_encoder
 from mtcore.embedding.train import EncoderTrainConfig, train_encoder
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home, languages_of
@@ -75,10 +75,8 @@ def _train_classifier(args) -> int:
     path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs),
                                 track=not args.no_mlflow, langs=languages_of(args.corpus, args.langs))
     m = read_classifier_metrics(path)
-    if "heldout_auc" in m:
-        print(f"pair classifier: held-out ROC AUC {m['heldout_auc']:.3f} against near misses ("
-              + ", ".join(f"{k[len('heldout_auc_'):]} {v:.3f}" for k, v in sorted(m.items()) if k.startswith("heldout_auc_"))
-              + f") on the encoder's {m['heldout_pairs']:,} reference pairs")
+    if describe_heldout(m):
+        print(f"pair classifier: {describe_heldout(m)}")
     print(f"pair classifier → {path} ({m.get('train_pairs', 0):,} pairs, {m.get('train_seconds', 0):.0f} s); "
           f"use it with `python pipelines/align_filter.py --encoder {args.output} --score classifier`")
     return 0

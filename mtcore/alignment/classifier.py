@@ -458,9 +458,16 @@ def heldout_figures(scorer: PairScorer, encoder_dir: str | Path, seed: int = 0) 
     kinds = np.asarray(near.kinds, dtype=object)
     figures = {"heldout_pairs": len(src), "heldout_auc": round(separation(good, bad), 4)}
     figures |= {f"heldout_auc_{k}": round(separation(good, bad[kinds == k]), 4) for k in sorted(set(near.kinds))}
-    log.info("pair classifier: held-out ROC AUC %.3f against near misses (%s) on %d reference pairs", figures["heldout_auc"],
-             ", ".join(f"{k} {figures[f'heldout_auc_{k}']:.3f}" for k in sorted(set(near.kinds))), len(src))
+    log.info("pair classifier: %s", describe_heldout(figures))
     return figures
+
+
+def describe_heldout(figures: dict) -> str:
+    """`held-out ROC AUC 0.889 against near misses (fuzzy 0.85, …) on 4,033 reference pairs` ("" without them)."""
+    if "heldout_auc" not in figures:
+        return ""
+    kinds = ", ".join(f"{k[len('heldout_auc_'):]} {v:.3f}" for k, v in sorted(figures.items()) if k.startswith("heldout_auc_"))
+    return f"held-out ROC AUC {figures['heldout_auc']:.3f} against near misses ({kinds}) on {figures['heldout_pairs']:,} reference pairs"
 
 
 def ensure_classifier(encoder_dir: str | Path) -> Path:

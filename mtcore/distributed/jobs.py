@@ -173,6 +173,9 @@ class TrainingJob:
         return {"job": self.job.to_dict(), **self.run.to_dict()}
 
 
+    # The job keys that change what is trained (the training data count by content once resolved, apart from these)
+    TRAINED_JOB_KEYS = ("train_limit", "vocab_size", "character_coverage", "corpus_langs", "workers", "use_gpu")
+
     def fingerprint(self, data_version: str = "") -> str:
         """Hash of everything that changes what is trained (not where it is logged or tested). `data_version`
         (the training corpus's content hash, once resolved) makes the same path with other contents another run."""

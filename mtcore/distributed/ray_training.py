@@ -248,11 +248,10 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
 
 def _changed_keys(old: dict, new: dict, limit: int = 4) -> str:
     """`train.max_steps: 400 → 450, …`: what differs between two job dicts (a run's refusal named two hashes)."""
-    counted = ("train_limit", "vocab_size", "character_coverage", "corpus_langs", "workers", "use_gpu")  # as fingerprint
     diffs = [f"{section}.{key}: {old.get(section, {}).get(key)!r} → {value!r}"
              for section, values in new.items() if isinstance(values, dict)
              for key, value in values.items() if old.get(section, {}).get(key) != value
-             and (section != "job" or key in counted)]  # the data count by content, where a run logs by path
+             and (section != "job" or key in TrainingJob.TRAINED_JOB_KEYS)]  # the data count by content, not path
     return ", ".join(diffs[:limit]) + (f" and {len(diffs) - limit} more" if len(diffs) > limit else "")
 
 
