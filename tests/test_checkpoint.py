@@ -127,6 +127,27 @@ def test_translate_and_evaluate_cli(tokenizer, tmp_path):
     assert bad.returncode != 0 and "the model translates en-vi, not vi-en" in bad.stderr
 
 
+def test_evaluate_shows_progress_and_scores_as_one_batch(tokenizer, tmp_path, monkeypatch, capsys):
+    """A long test set shows progress on stderr; decoding it in chunks changes no hypothesis, so no score."""
+    import functools
+
+    from mtcore.nmt import evaluate as evaluate_module
+    from mtcore.nmt import translate as translate_module
+
+    save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
+    test = write_parquet(pa.table({"src": [s for s, _ in PAIRS[:5]], "tgt": [t for _, t in PAIRS[:5]]}), tmp_path / "t.parquet")
+    argv = ["--model", str(tmp_path / "ckpt"), "--test", str(test), "--beam", "2", "--max-len-b", "4", "--device", "cpu"]
+    assert evaluate_module.main(argv) == 0
+    whole = capsys.readouterr()
+    monkeypatch.setattr(translate_module, "CHUNK_LINES", 2)
+    monkeypatch.setattr(evaluate_module, "in_chunks", functools.partial(translate_module.in_chunks, every_s=0.0))
+    assert evaluate_module.main(argv) == 0
+    chunked = capsys.readouterr()
+    assert "translated 2 of 5 pairs" in chunked.err and "translated" not in whole.err
+    drop_speed = lambda out: [line for line in out.splitlines() if "sentences/s" not in line]  # noqa: E731
+    assert drop_speed(chunked.out) == drop_speed(whole.out) and "BLEU" in whole.out
+
+
 def test_manifest_names_a_damaged_file_and_resume_falls_back(tokenizer, tmp_path, caplog):
     """config.json holds every file's sha256; a damaged latest checkpoint is reported and the previous good one used."""
     from mtcore.nmt.checkpoint import load_resume_state

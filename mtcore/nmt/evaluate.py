@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mtcore.console import add_common_options, program
+from mtcore.console import add_common_options, program, quiet
 from mtcore.errors import entry_point
 from mtcore.data import paths
 from mtcore import checks
@@ -28,7 +28,8 @@ from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.runs import recorded_languages
-from mtcore.nmt.translate import check_beam_fits, check_decoding_args, decoding_args, decode_config, sampling_generator
+from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, decode_config, in_chunks,
+                                  sampling_generator, stderr_line)
 
 
 @entry_point
@@ -81,8 +82,10 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
                                             args.test, len(empty), len(tgt), empty[0] + 1)
 
     t0 = time.perf_counter()
-    hyps = translate(ckpt.model, ckpt.tokenizer, src, decode_config(args), bt_tag=args.bt_tag,
-                     generator=sampling_generator(args))
+    decode, generator = decode_config(args), sampling_generator(args)
+    hyps = in_chunks(src, lambda chunk, _: translate(ckpt.model, ckpt.tokenizer, chunk, decode, bt_tag=args.bt_tag,
+                                                     generator=generator),
+                     None if quiet() else stderr_line, unit="pairs")
     elapsed = time.perf_counter() - t0
     bleu, chrf = corpus_bleu(hyps, tgt, tokenize=bleu_tokenize(ckpt.model_cfg.tgt_lang)), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")

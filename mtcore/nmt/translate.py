@@ -175,22 +175,31 @@ def stderr_line(line: str) -> None:
 
 
 def translate_in_chunks(ckpt, lines: list[str], args: argparse.Namespace, report=None, every_s: float = 10.0) -> list[tuple[str, ...]]:
-    """`translate_lines` over chunks of the input, with `report(line)` every `every_s` seconds: a 100,000-line file
-    shows that it is moving. Greedy and beam output do not depend on the chunks (nor on batching)."""
-    rows: list[tuple[str, ...]] = []
-    t0 = last = time.perf_counter()
-    for start in range(0, len(lines), CHUNK_LINES):
-        chunk = lines[start:start + CHUNK_LINES]
+    """`translate_lines` over chunks of the input, with progress (`in_chunks`). Greedy and beam output do not depend
+    on the chunks (nor on batching)."""
+    def chunk_rows(chunk: list[str], start: int) -> list[tuple[str, ...]]:
         part = translate_lines(ckpt, chunk, args, list(range(start + 1, start + 1 + len(chunk))))
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): the line number in the whole input
             part = [(str(int(r[0]) + start), *r[1:]) for r in part]
-        rows += part
+        return part
+    return in_chunks(lines, chunk_rows, report, every_s)
+
+
+def in_chunks(items: list, decode_chunk: Callable[[list, int], list], report: Callable[[str], None] | None = None,
+              every_s: float = 10.0, unit: str = "lines") -> list:
+    """`decode_chunk(chunk, start)` over chunks of CHUNK_LINES items, concatenated, with `report(line)` every
+    `every_s` seconds: a 100,000-line file shows that it is moving."""
+    out: list = []
+    t0 = last = time.perf_counter()
+    for start in range(0, len(items), CHUNK_LINES):
+        chunk = items[start:start + CHUNK_LINES]
+        out += decode_chunk(chunk, start)
         now = time.perf_counter()
-        if report is not None and now - last >= every_s and start + len(chunk) < len(lines):
+        if report is not None and now - last >= every_s and start + len(chunk) < len(items):
             done = start + len(chunk)
-            report(f"translated {done:,} of {len(lines):,} lines ({done / (now - t0):.1f} lines/s)")
+            report(f"translated {done:,} of {len(items):,} {unit} ({done / (now - t0):.1f} {unit}/s)")
             last = now
-    return rows
+    return out
 
 
 _ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f", "\x1c": " ", "\x1d": " ",
