@@ -242,7 +242,7 @@ def _kit(root: Path) -> dict[str, str]:
     k["test"] = write_parquet(pa.table({"src": [s for s, _ in pairs[:8]], "tgt": [t for _, t in pairs[:8]],
                                         "origin": ["toy"] * 8, "id": [f"t{i}" for i in range(8)]}), root / "test.parquet")
     k["no_src"] = root / "no_src.parquet"
-    pq.write_table(pa.table({"english": ["a"], "tgt": ["b"]}), k["no_src"])
+    pq.write_table(pa.table({"left": ["a"], "tgt": ["b"]}), k["no_src"])
     k["bad_utf8"] = root / "bad.tsv"
     k["bad_utf8"].write_bytes(b"Open\tM\xe1\xbb\x9f\nSave\t\xff\xfe\n")
     k["mono"] = root / "mono.vi"

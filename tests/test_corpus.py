@@ -141,7 +141,7 @@ def test_empty_corpus_is_an_error(tmp_path):
 
 
 def test_parquet_without_required_columns(tmp_path):
-    pq.write_table(pa.table({"english": ["a"], "tgt": ["b"]}), tmp_path / "x.parquet")
+    pq.write_table(pa.table({"left": ["a"], "tgt": ["b"]}), tmp_path / "x.parquet")
     with pytest.raises(CorpusError, match=r"x\.parquet: missing column\(s\) \['src'\]"):
         read_corpus(tmp_path / "x.parquet")
 
@@ -265,6 +265,22 @@ def test_a_tsv_header_of_the_corpus_languages_is_skipped_and_a_reversed_one_refu
     with pytest.raises(CorpusError, match="target first"):  # read as a vi-en corpus, the en-vi header is the swapped one
         read_corpus(english_first, src_lang="vi", tgt_lang="en")
     assert read_corpus(english_first)["src"].to_pylist() == ["Open"]
+
+
+def test_headers_and_columns_with_words_around_the_side_are_named(tmp_path, caplog):
+    """Datasets name columns `source_text`, `text_en`, `translation`: a TSV header of them is not a pair, and a
+    Parquet file's columns of them are src/tgt; a metadata column such as `source_lang` names no side."""
+    path = write_tsv(tmp_path / "hf.tsv", ["source_text\ttarget_text", "Open\tMở"])
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        assert read_corpus(path)["src"].to_pylist() == ["Open"]
+    assert "hf.tsv:1: a header row (source_text, target_text)" in caplog.text
+    with pytest.raises(CorpusError, match="target first"):
+        read_corpus(write_tsv(tmp_path / "rev.tsv", ["text_vi\ttext_en", "Mở\tOpen"]))
+    pq.write_table(pa.table({"source_lang": ["en"], "original": ["Open"], "Translation": ["Mở"]}), tmp_path / "a.parquet")
+    t = read_corpus(tmp_path / "a.parquet")
+    assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == ("Open", "Mở")
+    pq.write_table(pa.table({"source": ["Open"], "source_text": ["x"], "target": ["Mở"]}), tmp_path / "b.parquet")
+    assert read_corpus(tmp_path / "b.parquet")["src"].to_pylist() == ["Open"]  # the bare name, beside a longer one
 
 
 def test_a_tsv_header_row_is_skipped_with_a_warning_and_csv_quoting_is_named(tmp_path, caplog):

@@ -80,18 +80,29 @@ def _table(src: list[str], tgt: list[str], origin: str, ids: list[str]) -> pa.Ta
     return pa.table({"src": src, "tgt": tgt, "origin": [origin] * len(src), "id": ids}, schema=SCHEMA)
 
 
-TSV_HEADERS = {("src", "tgt"), ("source", "target")}  # a first line that names columns (and the languages')
-_LANGUAGE_NAMES = {"en": "english", "vi": "vietnamese"}
+# Column names that say a side, as a TSV header or a Parquet column: a role word or the side's language (its
+# code or English name), alone or with a word such as `text` around it (`source_text`, `text_en`, `en_sentence`).
+ROLE_WORDS = {"src": {"src", "source", "original", "msgid"}, "tgt": {"tgt", "trg", "target", "translation", "msgstr"}}
+_FILLER_WORDS = {"text", "texts", "sentence", "sentences", "sent", "segment", "segments", "seg", "string", "str", "txt"}
+_LANGUAGE_NAMES = {"en": "english", "vi": "vietnamese", "de": "german", "fr": "french", "es": "spanish",
+                   "it": "italian", "pt": "portuguese", "nl": "dutch", "ru": "russian", "zh": "chinese",
+                   "ja": "japanese", "ko": "korean", "ar": "arabic", "th": "thai", "id": "indonesian"}
 
 
-def _headers(src_lang: str, tgt_lang: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """(first lines that name the columns, first lines that name them the other way round) for a corpus read
-    src_lang<TAB>tgt_lang."""
-    names = [(src_lang, tgt_lang)]
-    if src_lang in _LANGUAGE_NAMES and tgt_lang in _LANGUAGE_NAMES:
-        names.append((_LANGUAGE_NAMES[src_lang], _LANGUAGE_NAMES[tgt_lang]))
-    headers = TSV_HEADERS | set(names)
-    return headers, {(b, a) for a, b in headers}
+def column_role(name: str, src_lang: str = "en", tgt_lang: str = "vi") -> str | None:
+    """"src", "tgt" or None: the side a column's name says, for a corpus read src_lang → tgt_lang."""
+    words = [w for w in re.split(r"[^0-9a-z]+", name.strip().lower()) if w and w not in _FILLER_WORDS]
+    said = "_".join(words)
+    for role, lang in (("src", src_lang), ("tgt", tgt_lang)):
+        lang = lang.lower()
+        base = lang.split("_")[0]
+        if said in ROLE_WORDS[role] or said in (lang, _LANGUAGE_NAMES.get(base)):
+            return role
+    return None
+
+
+def _header_roles(cols: list[str], src_lang: str, tgt_lang: str) -> tuple[str | None, ...]:
+    return tuple(column_role(c, src_lang, tgt_lang) for c in cols)
 
 
 def _csv_quoted(field: str) -> bool:
@@ -108,16 +119,16 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     from mtcore.data.ledger import rejects_table
 
     path = Path(path)
-    headers, swapped = _headers(src_lang, tgt_lang)
     src, tgt, ids, bad, quoted = [], [], [], [], []
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
         if line_no == 1:
-            named = tuple(c.strip().lower() for c in cols)
-            if named in headers:
+            roles = _header_roles(cols[:2] if len(cols) > 2 and not any(c.strip() for c in cols[2:]) else cols,
+                                  src_lang, tgt_lang)
+            if roles == ("src", "tgt"):
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
                 continue
-            if named in swapped:
+            if roles == ("tgt", "src"):
                 raise CorpusError(f"{path}:1: the header names the columns {', '.join(cols)}: target first, where "
                                   f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
                                   f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
@@ -192,14 +203,21 @@ def is_parallel_prefix(path: str | Path, src_lang: str = "en", tgt_lang: str = "
 
 
 def pair_columns(names: list[str], src_lang: str = "en", tgt_lang: str = "vi") -> tuple[str, str] | None:
-    """The (source, target) columns of a table: `src`/`tgt`, else the names a TSV header may use (`source`/`target`,
-    the languages' codes or English names: a Parquet file of columns `en` and `vi` is en-vi by its names), any case."""
+    """The (source, target) columns of a table: `src`/`tgt`, else the one column whose name says each side (see
+    `column_role`: `source`/`target`, `source_text`, the languages' codes or English names, any case: a Parquet file
+    of columns `en` and `vi` is en-vi by its names). None when a side has no such column, or two."""
     if {"src", "tgt"} <= set(names):
         return "src", "tgt"
-    lower = {n.lower(): n for n in names}
-    for a, b in sorted(_headers(src_lang, tgt_lang)[0], key=lambda h: h != ("src", "tgt")):
-        if a in lower and b in lower:
-            return lower[a], lower[b]
+    by_role: dict[str, list[str]] = {"src": [], "tgt": []}
+    for name in names:
+        role = column_role(name, src_lang, tgt_lang)
+        if role:
+            by_role[role].append(name)
+    for role, found in by_role.items():
+        if len(found) > 1:  # `source` beside `source_text`: the bare name
+            by_role[role] = [n for n in found if n.strip().lower() in ROLE_WORDS[role] | {src_lang.lower(), tgt_lang.lower()}]
+    if len(by_role["src"]) == 1 and len(by_role["tgt"]) == 1:
+        return by_role["src"][0], by_role["tgt"][0]
     return None
 
 
