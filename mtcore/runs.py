@@ -71,15 +71,21 @@ def input_files(path: str | Path, langs: tuple[str, str] | None = None) -> list[
         return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
     if path.is_file():
         return [path]
-    stem = path.name + "."
+    # In any case, as the reader finds them (`Train.en` for the prefix `train`, `c.en.GZ`): a file the reader
+    # opens and this list missed left the corpus unhashed, and a changed corpus reused.
+    stem = path.name.lower() + "."
     parent = path.parent if path.parent.is_dir() else None
     wanted = {lang.lower() for lang in langs} if langs else None
-    return sorted(p for p in (parent.iterdir() if parent else ()) if p.name.startswith(stem) and p.is_file()
-                  and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.name[len(stem):].split(".")[0] not in _FORMATS
-                  and (wanted is None or p.name[len(stem):].split(".")[0].lower() in wanted))
+    suffixes = {p: p.name[len(stem):].lower() for p in (parent.iterdir() if parent else ())
+                if p.name.lower().startswith(stem) and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.is_file()}
+    languages = {p: suffix.split(".")[0] for p, suffix in suffixes.items() if suffix.split(".")[0] not in _FORMATS
+                 and (wanted is None or suffix.split(".")[0] in wanted)}
+    plain = {lang for p, lang in languages.items() if not suffixes[p].endswith(".gz")}
+    # the reader takes PREFIX.en over a PREFIX.en.gz beside it: that one is not the corpus
+    return sorted(p for p, lang in languages.items() if not (suffixes[p].endswith(".gz") and lang in plain))
 
 
-_LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,4})?(?:\.gz)?")  # en, vi, pt_BR, zh-Hans; .gz too
+_LANGUAGE_SUFFIX = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,4})?(?:\.gz)?", re.IGNORECASE)  # en, vi, pt_BR, zh-Hans; .gz
 _FORMATS = {"tsv", "txt", "tab", "csv", "po", "mo", "pot", "tok", "bpe", "json", "yml", "xml", "tmx", "py", "sh"}
 
 

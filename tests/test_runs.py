@@ -292,3 +292,26 @@ def test_a_gzipped_moses_prefix_is_its_files_and_counts_by_contents(tmp_path):
     before = content_hash(tmp_path / "held")
     (tmp_path / "held.vi.gz").write_bytes(gzip.compress("Chào\n".encode()))
     assert content_hash(tmp_path / "held") != before
+
+
+def test_a_prefix_is_hashed_by_the_files_the_reader_opens(tmp_path):
+    """The reader finds `Train.en` for the prefix `train` and `c.en.GZ` in any case, and reads `c.en` over a
+    `c.en.gz` beside it: the hash covers exactly those files. Before, a case mismatch hashed no file at all, so
+    another corpus reused the first one's output."""
+    import gzip
+
+    from mtcore.data.corpus import read_corpus
+    from mtcore.runs import input_files
+
+    (tmp_path / "Train.en").write_text("Open the file\n", encoding="utf-8")
+    (tmp_path / "Train.vi").write_text("Mở tập tin\n", encoding="utf-8")
+    assert read_corpus(tmp_path / "train")["tgt"].to_pylist() == ["Mở tập tin"]
+    assert [p.name for p in input_files(tmp_path / "train", ("en", "vi"))] == ["Train.en", "Train.vi"]
+    before = content_hash(tmp_path / "train", ("en", "vi"))
+    (tmp_path / "Train.vi").write_text("Đóng tập tin\n", encoding="utf-8")
+    assert content_hash(tmp_path / "train", ("en", "vi")) != before
+    for lang, text in (("en", "Quit\n"), ("vi", "Thoát\n")):
+        (tmp_path / f"c.{lang}.GZ").write_bytes(gzip.compress(text.encode()))
+    assert [p.name for p in input_files(tmp_path / "c")] == ["c.en.GZ", "c.vi.GZ"]
+    (tmp_path / "c.en").write_text("Quit\n", encoding="utf-8")
+    assert [p.name for p in input_files(tmp_path / "c", ("en", "vi"))] == ["c.en", "c.vi.GZ"]
