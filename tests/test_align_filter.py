@@ -311,6 +311,11 @@ def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_
 def test_reference_errors(tmp_path):
     with pytest.raises(FilterError, match="missing.parquet: file not found"):
         FilterConfig(reference=str(tmp_path / "missing.parquet"))
+    for lang in ("de", "fr"):  # a Moses prefix of the corpus's languages: it was "not found" for want of .en/.vi
+        (tmp_path / f"ep.{lang}").write_text("x\n", encoding="utf-8")
+    assert FilterConfig(reference=str(tmp_path / "ep"), langs=("de", "fr")).reference
+    with pytest.raises(FilterError, match=r"--reference .*ep: file not found \(nor ep.en \+ ep.vi\)"):
+        FilterConfig(reference=str(tmp_path / "ep"))
     with pytest.raises(FilterError, match="--reference is for --calibration reference"):
         FilterConfig(reference=_reference(tmp_path), calibration="random")
 

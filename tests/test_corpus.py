@@ -120,7 +120,7 @@ def test_a_blank_tsv_line_is_an_empty_pair_as_in_a_moses_pair(tmp_path):
 def test_bare_carriage_returns_are_named(tmp_path):
     path = tmp_path / "mac.tsv"
     path.write_bytes(b"a\tb\rc\td\r")
-    with pytest.raises(CorpusError, match=r"mac\.tsv:1: expected 2 .* found 3; its lines end in a bare carriage return"):
+    with pytest.raises(CorpusError, match=r"mac\.tsv: its lines end in a bare carriage return .*tr"):
         read_corpus(path)
 
 
@@ -345,3 +345,45 @@ def test_one_side_of_a_pair_points_at_its_prefix(tmp_path):
     with pytest.raises(CorpusError, match=r"train.en: one side of a line-aligned pair; pass the prefix .*train \(it reads train.en \+ train.vi\)"):
         read_corpus(tmp_path / "train.en")
     assert read_corpus(tmp_path / "train")["tgt"].to_pylist() == ["Mở"]
+
+
+def test_what_is_there_instead_of_a_readable_corpus_is_named(tmp_path):
+    """UTF-16 (Excel's "Unicode Text"), old-Mac line ends in a Moses pair (read as one merged pair before),
+    .xz files beside a prefix, a pipe, a folder of text corpora: each error says what to pass instead."""
+    import os
+
+    (tmp_path / "u16.tsv").write_bytes("Open\tMở\n".encode("utf-16"))
+    with pytest.raises(CorpusError, match=r"u16.tsv: UTF-16 text .*iconv -f UTF-16 -t UTF-8"):
+        read_corpus(tmp_path / "u16.tsv")
+    (tmp_path / "mac.en").write_bytes(b"Open\rSave\rQuit\r")
+    (tmp_path / "mac.vi").write_bytes("Mở\rLưu\rThoát\r".encode())
+    with pytest.raises(CorpusError, match=r"mac.en: its lines end in a bare carriage return"):
+        read_corpus(tmp_path / "mac")
+    for lang in ("en", "vi"):
+        (tmp_path / f"opus.{lang}.xz").write_bytes(b"\xfd7zXZ")
+    with pytest.raises(CorpusError, match=r"opus: found opus.en.xz, opus.vi.xz, compressed in a format mtcore does not read"):
+        read_corpus(tmp_path / "opus")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(CorpusError, match=r"fifo: not a regular file \(a pipe\?\); .*--input -"):
+        read_corpus(tmp_path / "fifo")
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "train.en.gz").write_bytes(b"")
+    with pytest.raises(CorpusError, match=r"texts: directory holds no .parquet files; .*pass its prefix \(e.g. .*texts/train\)"):
+        read_corpus(tmp_path / "texts")
+
+
+def test_a_struct_column_of_the_two_languages_is_the_pair(tmp_path):
+    """Hugging Face's translation datasets (IWSLT'15 en-vi, OPUS-100) store `translation: {en, vi}`; a null row is
+    an empty pair. Two columns that name one side are named in the error, not chosen between."""
+    t = pa.table({"translation": [{"vi": "Mở", "en": "Open"}, None, {"vi": "Lưu", "en": "Save"}]})
+    pq.write_table(t, tmp_path / "hf.parquet")
+    table = read_corpus(tmp_path / "hf.parquet")
+    assert table["src"].to_pylist() == ["Open", "", "Save"] and table["tgt"].to_pylist() == ["Mở", "", "Lưu"]
+    assert table["id"].to_pylist() == ["hf.parquet:1", "hf.parquet:2", "hf.parquet:3"]
+    pq.write_table(pa.table({"translation": [{"de": "Öffnen", "fr": "Ouvrir"}]}), tmp_path / "defr.parquet")
+    assert read_corpus(tmp_path / "defr.parquet", src_lang="de", tgt_lang="fr")["tgt"].to_pylist() == ["Ouvrir"]
+    with pytest.raises(CorpusError, match=r"missing column.*struct column of fields 'en' and 'vi'"):
+        read_corpus(tmp_path / "defr.parquet")
+    pq.write_table(pa.table({"source": ["a"], "target": ["b"], "en": ["a"], "vi": ["b"]}), tmp_path / "two.parquet")
+    with pytest.raises(CorpusError, match=r"'source' and 'en' each name the src side, 'target' and 'vi' each name the tgt side"):
+        read_corpus(tmp_path / "two.parquet")

@@ -137,12 +137,14 @@ class FilterConfig:
             raise FilterError("--max-false-reject is for --calibration reference or near_miss; the random-pair rule "
                               "minimises expected errors and would ignore it")
         if self.reference:
-            from mtcore.data.corpus import is_parallel_prefix
+            from mtcore.data.corpus import CorpusError, check_exists
 
             if self.calibration != "reference":
                 raise FilterError(f"--reference is for --calibration reference; with {self.calibration!r} it would be ignored")
-            if not Path(self.reference).exists() and not is_parallel_prefix(Path(self.reference)):
-                raise FilterError(f"--reference {self.reference}: file not found (known-good pairs to calibrate on)")
+            try:
+                check_exists(self.reference, *self.langs)
+            except CorpusError as err:
+                raise FilterError(f"--reference {err} (known-good pairs to calibrate on)") from None
 
 
 # --------------------------------------------------------------------------- encoding
@@ -674,7 +676,7 @@ def filter_corpus(
 
     OUTPUT is a `runs.Stage` of the settings, the corpus and the encoder's contents: reused when they
     are the same, refused (unless `overwrite`) when they are not, written whole or not at all."""
-    from mtcore.data.corpus import CorpusError, is_parallel_prefix, read_corpus, write_parquet
+    from mtcore.data.corpus import check_exists, read_corpus, write_parquet
     from mtcore.data.ledger import StageReport, write_report
     from mtcore.embedding import check_encoder, resolve_encoder
     from mtcore.runs import Stage, resolve_data
@@ -684,8 +686,7 @@ def filter_corpus(
     # A stage folder counts by the kept/ it gives, not by its text exports or plots: `clean --format tsv` on a
     # reused stage adds files there, and this stage was then refused as made from another input.
     input_path = resolve_data(input_path)[0]
-    if not Path(input_path).exists() and not is_parallel_prefix(Path(input_path)):
-        raise CorpusError(f"{input_path}: file not found")  # before the encoder, which may have to be trained
+    check_exists(input_path, *cfg.langs)  # before the encoder, which may have to be trained
     if cfg.score == "classifier" and str(cfg.encoder) != "builtin":
         classifier_for(str(cfg.encoder))  # it reads an mtcore encoder's pieces: said first, whatever else is wrong
     check_encoder(str(cfg.encoder))  # a bad encoder named now, not from inside a Ray actor

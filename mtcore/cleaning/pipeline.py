@@ -277,15 +277,14 @@ def clean_dataset(
     import ray
 
     from mtcore.distributed.cluster import available_cpus, init_ray
-    from mtcore.data.corpus import CorpusError, is_parallel_prefix, load_corpus
+    from mtcore.data.corpus import CorpusError, check_exists, load_corpus
     from mtcore.runs import Stage, resolve_data
 
     output, input_path = Path(output), resolve_data(input_path)[0]  # a stage folder counts by its kept/
     checks.at_least("--num-cpus", num_cpus, 1)
     checks.output_dir(output)
     cfg = cfg or load_config()
-    if not input_path.exists() and not is_parallel_prefix(input_path, *cfg.languages):
-        raise CorpusError(f"{input_path}: file not found")
+    check_exists(input_path, *cfg.languages)
     # Absolute paths: Ray's workers do not share the driver's working directory.
     for rule in cfg.rules:
         rule.ready()

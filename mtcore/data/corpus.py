@@ -63,6 +63,9 @@ def _decode_lines(path: Path) -> list[str]:
     raw = read_bytes(path, CorpusError)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # Excel's "Unicode Text" and Windows' Notepad write UTF-16
+        raise CorpusError(f"{path}: UTF-16 text (byte-order mark {raw[:2].hex(' ')}); mtcore reads UTF-8: convert it, "
+                          f"e.g. iconv -f UTF-16 -t UTF-8 {path.name} > {path.stem}.utf8{path.suffix}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -70,6 +73,9 @@ def _decode_lines(path: Path) -> list[str]:
         raise CorpusError(f"{path}:{line_no}: invalid UTF-8 (byte {raw[err.start]:#04x} at offset {err.start})") from None
     # Lines end at \n (as for wc -l and the Moses tools); a lone \r inside a line stays text, which the
     # cleaning's whitespace normalisation turns into a space, so line numbers are those of the file.
+    if "\r" in text and "\n" not in text.rstrip("\r"):  # every line ends in a bare \r: read as one line, pairs merge
+        raise CorpusError(f"{path}: its lines end in a bare carriage return (\\r, old Mac line ends), which would read "
+                          f"as one line; convert them to \\n (e.g. tr '\\r' '\\n')")
     lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start an empty one
@@ -230,14 +236,41 @@ def parquet_schema(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi")
     path = Path(path)
     schema = parquet_files_schema(path)
     columns = pair_columns(schema.names, src_lang, tgt_lang)
+    fields = schema
+    if columns is None and (nested := struct_pair(schema, src_lang, tgt_lang)):
+        column, *columns = nested
+        fields = pa.schema([schema.field(column).type.field(name) for name in columns])
     if columns is None:
         missing = [c for c in ("src", "tgt") if c not in schema.names]
         raise CorpusError(f"{path}: missing column(s) {missing}; a parallel corpus needs 'src' and 'tgt' (or "
-                          f"'source'/'target', or '{src_lang}'/'{tgt_lang}') (found {schema.names})")
+                          f"'source'/'target', '{src_lang}'/'{tgt_lang}', or a struct column of fields "
+                          f"'{src_lang}' and '{tgt_lang}') (found {schema.names}){_ambiguous(schema.names, src_lang, tgt_lang)}")
     for name in columns:
-        if not _is_text_or_null(schema.field(name).type):
-            raise CorpusError(f"{path}: column '{name}' must be strings, found {schema.field(name).type}")
+        if not _is_text_or_null(fields.field(name).type):
+            raise CorpusError(f"{path}: column '{name}' must be strings, found {fields.field(name).type}")
     return schema
+
+
+def _ambiguous(names: list[str], src_lang: str, tgt_lang: str) -> str:
+    """Why `pair_columns` found no pair where columns name a side: two of them name the same side."""
+    by_role: dict[str, list[str]] = {}
+    for name in names:
+        if role := column_role(name, src_lang, tgt_lang):
+            by_role.setdefault(role, []).append(name)
+    twice = [f"{' and '.join(repr(n) for n in found)} each name the {role} side" for role, found in sorted(by_role.items())
+             if len(found) > 1]
+    return f"; {', '.join(twice)}: keep one column per side" if twice else ""
+
+
+def struct_pair(schema: pa.Schema, src_lang: str = "en", tgt_lang: str = "vi") -> tuple[str, str, str] | None:
+    """(column, source field, target field) of a struct column that holds the pair: Hugging Face's translation
+    datasets store `translation: {en: …, vi: …}` (IWSLT'15 en-vi, OPUS-100, WMT)."""
+    for f in schema:
+        if pa.types.is_struct(f.type):
+            found = pair_columns([f.type.field(i).name for i in range(f.type.num_fields)], src_lang, tgt_lang)
+            if found:
+                return f.name, *found
+    return None
 
 
 def parquet_parts(folder: Path) -> list[str]:
@@ -247,6 +280,22 @@ def parquet_parts(folder: Path) -> list[str]:
             and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)]
 
 
+_TEXT_FORMATS = (".tsv", ".txt", ".tab", ".po", ".mo", ".tsv.gz", ".txt.gz", ".tab.gz")
+
+
+def _folder_hint(folder: Path) -> str:
+    """What to pass instead of a folder of text corpora: one of its files, or the prefix of a pair inside it."""
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    files = [n for n in names if n.lower().endswith(_TEXT_FORMATS)]
+    prefixes = sorted({n.split(".")[0] for n in names if re.fullmatch(r"[^.]+\.[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,4})?(\.gz)?", n)
+                       and n.split(".")[1].lower() not in {"md", "py", "sh", "po", "mo"}})
+    if files:
+        return f"; pass one of its files (e.g. {folder / files[0]})"
+    if prefixes:
+        return f"; for a line-aligned pair inside it, pass its prefix (e.g. {folder / prefixes[0]})"
+    return ""
+
+
 def parquet_files_schema(path: Path) -> pa.Schema:
     """The schema of a Parquet file or directory whose files all agree on it; any columns."""
     import pyarrow.dataset as pads
@@ -254,7 +303,7 @@ def parquet_files_schema(path: Path) -> pa.Schema:
     if not path.exists():
         raise CorpusError(f"{path}: file not found")
     if path.is_dir() and not parquet_parts(path):
-        raise CorpusError(f"{path}: directory holds no .parquet files")
+        raise CorpusError(f"{path}: directory holds no .parquet files{_folder_hint(path)}")
     try:
         dataset = pads.dataset(parquet_parts(path) if path.is_dir() else str(path), format="parquet")
         schema = dataset.schema
@@ -343,8 +392,19 @@ def read_parquet(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -
     path = Path(path)
     schema = parquet_schema(path, src_lang, tgt_lang)
     table = read_parquet_files(path)
-    src, tgt = pair_columns(schema.names, src_lang, tgt_lang)
-    if (src, tgt) != ("src", "tgt"):
+    columns = pair_columns(schema.names, src_lang, tgt_lang)
+    if columns is None:  # the pair is a struct column's two fields
+        column, *fields = struct_pair(schema, src_lang, tgt_lang)
+        log.info("%s: fields %s of column '%s' read as src and tgt", path, " and ".join(fields), column)
+        nested = table[column].combine_chunks()
+        sides = dict(zip([nested.type.field(i).name for i in range(nested.type.num_fields)], nested.flatten()))
+        table = table.drop_columns([n for n in (column, "src", "tgt") if n in table.column_names])
+        for name, field in zip(("src", "tgt"), fields):
+            table = table.append_column(name, sides[field])
+            if is_text_type(table.schema.field(name).type):
+                _check_utf8(as_strings(table, name)[name], path, name)
+    elif columns != ("src", "tgt"):
+        src, tgt = columns
         log.info("%s: columns '%s' and '%s' read as src and tgt", path, src, tgt)
         table = table.rename_columns(["src" if n == src else "tgt" if n == tgt else n for n in table.column_names])
     table = table.drop_columns([n for n in table.column_names if re.fullmatch(r"__index_level_\d+__", n)])
@@ -435,10 +495,34 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
     elif is_parallel_prefix(path, src_lang, tgt_lang):
         table, rejects = read_parallel_text(path, src_lang, tgt_lang), empty_rejects()
     else:
-        raise CorpusError(f"{path}: file not found (nor {path.name}.{src_lang} + {path.name}.{tgt_lang})")
+        raise not_found(path, src_lang, tgt_lang)
     if len(table) == 0 and len(rejects) == 0:
         raise CorpusError(f"{path}: corpus is empty")
     return LoadedCorpus(table, rejects)
+
+
+_PACKED = (".xz", ".bz2", ".zst", ".zip", ".7z")  # what OPUS and others ship that is not read (.gz is)
+
+
+def not_found(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -> CorpusError:
+    """The error for a corpus path that names nothing readable, with what was there instead."""
+    pair = f"{path.name}.{src_lang} + {path.name}.{tgt_lang}"
+    if path.exists() and not path.is_dir():  # a pipe (`<(zcat f.gz)`), a socket, a device
+        return CorpusError(f"{path}: not a regular file (a pipe?); pipe TSV into standard input with --input - "
+                           f"instead, or save it to a file")
+    siblings = sorted(p.name for p in path.parent.iterdir()) if path.parent.is_dir() else []
+    packed = [n for n in siblings if n.lower().startswith(f"{path.name.lower()}.") and n.lower().endswith(_PACKED)]
+    if packed:
+        return CorpusError(f"{path}: found {', '.join(packed)}, compressed in a format mtcore does not read (it reads "
+                           f".gz): decompress them, or recompress with gzip")
+    return CorpusError(f"{path}: file not found (nor {pair})")
+
+
+def check_exists(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> None:
+    """A corpus path names a file, a folder or a Moses prefix of these languages; else `not_found`'s error."""
+    path = Path(path)
+    if not (path.is_file() or path.is_dir() or is_parallel_prefix(path, src_lang, tgt_lang)):
+        raise not_found(path, src_lang, tgt_lang)
 
 
 def spool_stdin(folder: Path, stream: BinaryIO | None = None) -> Path:

@@ -93,13 +93,15 @@ def runs_storage() -> Path:
 def resolve_train_data(job: TrainingJob) -> str:
     """The configured corpus, or the embedded corpus cleaned by the cleaning stage (run once, reused)."""
     if job.job.train_data:
-        from mtcore.data.corpus import is_parallel_prefix
+        from mtcore.data.corpus import CorpusError, check_exists
         from mtcore.runs import resolve_data
 
         path, _ = resolve_data(job.job.train_data)  # runs/backtranslate → its assembled set
         langs = columns_of(job, path)  # a stage output of another pair is refused here, before any work
-        if not path.exists() and not is_parallel_prefix(path, *langs):
-            raise JobError(f"job.train_data: {path} not found")
+        try:
+            check_exists(path, *langs)
+        except CorpusError as err:
+            raise JobError(f"job.train_data: {err}") from None
         return str(path.absolute())  # workers do not share the driver's working directory
     from mtcore.cleaning import clean_dataset
 
@@ -227,11 +229,13 @@ def user_error_of(err: BaseException) -> BaseException | None:
 
 
 def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
-    from mtcore.data.corpus import is_parallel_prefix
+    from mtcore.data.corpus import CorpusError, check_exists
 
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
-        if not Path(path).exists() and not is_parallel_prefix(path, *columns_of(job, path)):
-            raise JobError(f"{label}: {path} not found")
+        try:
+            check_exists(path, *columns_of(job, path))
+        except CorpusError as err:
+            raise JobError(f"{label}: {err}") from None
         load_pairs(path, job)  # read now: a damaged line or a wrong format is said before training, not after it
     from mtcore.tracking import data_version
 
