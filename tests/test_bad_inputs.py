@@ -63,6 +63,8 @@ CATALOGUE = [
     case("train-encoder-layers-negative", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--layers", "-1", culprit="--layers",
          absent="new_out"),
     case("clean-parquet-without-src", CLEAN, "--input", "{no_src}", "--output", "{new_out}", "--no-mlflow", culprit="src", absent="new_out"),
+    case("clean-parquet-working-column", CLEAN, "--input", "{underscored}", "--output", "{new_out}", "--no-mlflow", culprit="'_score'",
+         absent="new_out"),  # a user's `_score` column failed inside a Ray worker with a 266-line traceback
     case("clean-rules-min-above-max", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_ranges}",
          culprit="min_ratio", absent="new_out"),
     case("backtranslate-unknown-reverse-preset", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
@@ -243,6 +245,8 @@ def _kit(root: Path) -> dict[str, str]:
                                         "origin": ["toy"] * 8, "id": [f"t{i}" for i in range(8)]}), root / "test.parquet")
     k["no_src"] = root / "no_src.parquet"
     pq.write_table(pa.table({"left": ["a"], "tgt": ["b"]}), k["no_src"])
+    k["underscored"] = root / "underscored.parquet"
+    pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"], "_score": [0.5]}), k["underscored"])
     k["bad_utf8"] = root / "bad.tsv"
     k["bad_utf8"].write_bytes(b"Open\tM\xe1\xbb\x9f\nSave\t\xff\xfe\n")
     k["mono"] = root / "mono.vi"

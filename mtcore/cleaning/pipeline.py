@@ -299,6 +299,9 @@ def clean_dataset(
     # two runs on the embedded corpus wrote the same kept rows in two orders, and the splits and training
     # batches made from them differed. The scoring, not the read, is the work that needs the CPUs.
     table = load_corpus(input_path, src_lang=cfg.languages[0], tgt_lang=cfg.languages[1]).table
+    if clash := [name for name in table.column_names if name in INTERNAL]:  # they failed deep inside a Ray worker
+        raise CorpusError(f"{input_path}: column(s) {', '.join(repr(c) for c in clash)} have the name(s) of the cleaning's "
+                          f"working columns ({', '.join(INTERNAL)}); rename or drop them")
     init_ray(num_cpus=num_cpus)
     cpus = max(1, available_cpus())
     rows = len(table)
