@@ -28,7 +28,7 @@ from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.distributed.jobs import TrainingJob
-from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import count_parameters
 from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
 from mtcore.nmt.tokenizer import Tokenizer
@@ -59,7 +59,7 @@ def run_one(name, model_cfg, train_cfg, tok, train, dev, test, args) -> dict[str
     out = {"params": float(count_parameters(model)), "steps": float(result.steps),
            "train_tokens_per_s": statistics.mean(windows[1:] or windows or [result.tokens_per_s])}
     tags = {}
-    for split, pairs in (("dev", dev[: args.dev_limit]), ("test", test[: args.test_limit])):
+    for split, pairs in (("dev", spread_over(dev, args.dev_limit)), ("test", spread_over(test, args.test_limit))):
         t0 = time.perf_counter()
         hyps = translate(model, tok, [s for s, _ in pairs], beam=args.beam, batch_size=32)
         elapsed = time.perf_counter() - t0

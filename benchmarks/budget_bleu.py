@@ -123,7 +123,7 @@ def decode_marian(model, tok, sources: list[str], beam: int, batch_size: int = 3
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, help="training budget of each (default: the default job's)")
-    ap.add_argument("--test-limit", type=int, default=0, help="first N test pairs (default: the default job's)")
+    ap.add_argument("--test-limit", type=int, default=0, help="N test pairs spread over the set (default: the default job's)")
     args = ap.parse_args(argv)
     if importlib.util.find_spec("transformers") is None:
         sys.exit("budget_bleu.py needs transformers: pip install -e '.[bench]'")
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     spm = tokenizer_for(train_data, job)
     print(f"anchor: MarianMTModel from scratch, {minutes:g} min, {os.cpu_count()} torch threads", flush=True)
     model, steps, marian_tok_s, tok = train_marian(job, train_data, str(spm), minutes, ours.workers, log=lambda m: print(m, flush=True))
-    test = load_pairs(job.job.test_data, job, job.job.test_limit)
+    test = load_pairs(job.job.test_data, job, job.job.test_limit, spread=True)
     hyps, sent_s = decode_marian(model, tok, [s for s, _ in test], beam=job.job.test_beam)
     marian = score_translations(hyps, [t for _, t in test])
     marian_bleu = marian['test/bleu']

@@ -34,7 +34,7 @@ from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.distributed.jobs import TrainingJob
-from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf, spread_over
 from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
 from mtcore.nmt.tokenizer import Tokenizer
 from mtcore.nmt.training import fit, oriented_pairs
@@ -63,8 +63,8 @@ def main(argv=None) -> int:
     tok = Tokenizer(tokenizer_for(train_data, job))
     probe = ModelConfig()
     train = oriented_pairs(read_corpus(train_data), probe)
-    dev = oriented_pairs(read_corpus(paths.DEV), probe)[:200]
-    test = oriented_pairs(read_corpus(paths.TEST), probe)[: args.test_limit]
+    dev = spread_over(oriented_pairs(read_corpus(paths.DEV), probe), 200)
+    test = spread_over(oriented_pairs(read_corpus(paths.TEST), probe), args.test_limit)
     print(f"data   {len(train)} train pairs ({train_data}), {len(test)} test pairs, vocab {tok.vocab_size}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
 

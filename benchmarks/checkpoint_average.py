@@ -32,7 +32,7 @@ from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.ray_training import resolve_train_data, tokenizer_for
 from mtcore.nmt.averaging import WeightSnapshots, mean_state
 from mtcore.nmt.decoding import translate
-from mtcore.nmt.metrics import corpus_bleu
+from mtcore.nmt.metrics import corpus_bleu, spread_over
 from mtcore.nmt.tokenizer import Tokenizer
 from mtcore.nmt.training import fit, oriented_pairs
 
@@ -59,8 +59,8 @@ def main(argv=None) -> int:
     train_data = resolve_train_data(job)
     tok = Tokenizer(tokenizer_for(train_data, job))
     train = oriented_pairs(read_corpus(train_data), model_cfg)
-    dev = oriented_pairs(read_corpus(paths.DEV), model_cfg)[: train_cfg.dev_limit]
-    test = oriented_pairs(read_corpus(paths.TEST), model_cfg)[: args.test_limit]
+    dev = spread_over(oriented_pairs(read_corpus(paths.DEV), model_cfg), train_cfg.dev_limit)
+    test = spread_over(oriented_pairs(read_corpus(paths.TEST), model_cfg), args.test_limit)
     print(f"{why}\ndata   {len(train)} train pairs, {len(dev)} dev, {len(test)} test; load {os.getloadavg()[0]:.1f}",
           flush=True)
 

@@ -22,7 +22,7 @@ from mtcore.nmt.checkpoint import save_checkpoint
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
-from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
 from mtcore.nmt.training import fit, oriented_pairs, toy_pairs
 
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                 p.error(f"{path} not found (the data job builds it; --toy runs on toy pairs)")
         train = oriented_pairs(read_corpus(args.train), model_cfg)
         dev = oriented_pairs(read_corpus(args.dev), model_cfg)
-        test = oriented_pairs(read_corpus(args.test), model_cfg)[: args.test_limit]
+        test = spread_over(oriented_pairs(read_corpus(args.test), model_cfg), args.test_limit)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

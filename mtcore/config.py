@@ -234,13 +234,13 @@ class TrainConfig:
     log_every: int = 50  # steps between on_step calls
     patience: int = 5  # validations without a gain in `best_metric` before stopping; 0 = never stop early
     # What picks the best checkpoint, drives patience and decides whether the average is kept:
-    # "bleu" (dev BLEU on `dev_limit` pairs) or "loss" (dev NLL on every dev pair; fairseq's default
+    # "bleu" (dev BLEU on `dev_limit` pairs of the set) or "loss" (dev NLL on every dev pair; fairseq's default
     # --best-checkpoint-metric). Loss is the steadier signal on a small greedy-decoded dev set.
     # NaN (a diverged run) never counts as better.
     best_metric: str = "bleu"
     seed: int = 0
     max_len: int = 256  # training pairs with a side longer than this (in tokens) are skipped
-    dev_limit: int = 500  # dev pairs used for BLEU/chrF at validation (0 = all)
+    dev_limit: int = 500  # dev pairs used for BLEU/chrF at validation, spread evenly over the set (0 = all)
     beam: int = 1  # validation decoding: 1 = greedy (fast), >1 = beam search
     len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE
     max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens

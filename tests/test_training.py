@@ -310,3 +310,19 @@ def test_a_resume_that_leaves_too_few_snapshots_says_so(tokenizer, caplog):
         resumed = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, state=first.state.to_dict())
     assert resumed.steps == 60
     assert "averaging skipped: the run resumed at step 50, and only 1 of the last 4 snapshots were taken since" in caplog.text
+
+
+def test_dev_bleu_scores_pairs_spread_over_the_whole_dev_set(tokenizer):
+    """Held-out sets are stored grouped by catalog: `dev_limit` pairs are every (n/limit)-th pair, not the first
+    ones (`dev_limit: 150` scored one catalog of nine)."""
+    from mtcore.nmt.metrics import evenly_spaced
+    from mtcore.nmt.model import build_model
+    from mtcore.nmt.training import encode_pairs, validate
+
+    assert evenly_spaced(30, 6) == [0, 5, 10, 15, 20, 25] and evenly_spaced(5, 0) == evenly_spaced(5, 9) == [0, 1, 2, 3, 4]
+    assert evenly_spaced(10, 3) == [0, 3, 6]
+    model = build_model(TINY, vocab_size=tokenizer.vocab_size)
+    dev = PAIRS[:20]
+    encoded, _ = encode_pairs(tokenizer, dev, 64)
+    _, extras = validate(model, tokenizer, encoded, dev, quick(dev_limit=4, max_len_b=3), torch.device("cpu"))
+    assert [s["src"] for s in extras["samples"]] == [dev[i][0] for i in (0, 5, 10, 15)]

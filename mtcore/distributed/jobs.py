@@ -65,7 +65,7 @@ class JobConfig:
     workers: int = 0  # 0 = every GPU of the cluster, else 2 CPU workers (never more than the CPUs)
     use_gpu: str = "auto"  # auto | yes | no
     max_failures: int = 2  # a dead worker is replaced and training resumes from the last checkpoint
-    test_limit: int = 0  # test pairs decoded at the end (0 = all)
+    test_limit: int = 0  # test pairs decoded at the end, spread evenly over the set (0 = all)
     test_beam: int = 5
     log_model: bool = True  # the best checkpoint as an MLflow pyfunc model
     fail_at_step: int = 0  # testing fault tolerance: rank `fail_rank` raises once at this step

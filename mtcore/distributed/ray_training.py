@@ -124,14 +124,19 @@ def resolve_train_data(job: TrainingJob) -> str:
     return str(result.output / "kept")
 
 
-def load_pairs(path: str, job: TrainingJob, limit: int = 0) -> list[tuple[str, str]]:
+def load_pairs(path: str, job: TrainingJob, limit: int = 0, *, spread: bool = False) -> list[tuple[str, str]]:
+    """The pairs of `path` in the job's direction; with `limit`, the first `limit` (training data: its real rows
+    come first) or, `spread`, `limit` rows spread over the set (a test set: `evenly_spaced`)."""
     from mtcore.data.corpus import read_corpus
+    from mtcore.nmt.metrics import evenly_spaced
     from mtcore.nmt.training import oriented_pairs
 
     langs = columns_of(job, path)
     table = read_corpus(path, src_lang=langs[0], tgt_lang=langs[1])  # a PREFIX is PREFIX.de + PREFIX.en for de-en
     check_synthetic_side(table, path, job, langs, limit)
-    if limit:
+    if limit and spread:
+        table = table.take(evenly_spaced(len(table), limit))
+    elif limit:
         table = table.slice(0, limit)
     return oriented_pairs(table, job.run.model, langs)
 
@@ -621,7 +626,7 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
     """Test-set evaluation of the best checkpoint (where the GPUs are) and every artifact of the run."""
     from mtcore.tracking.artifacts import HEATMAP_SENTENCES, log_training_artifacts
 
-    test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit)
+    test_pairs = load_pairs(inputs.test_data, job, job.job.test_limit, spread=True)
     if echo is not None:
         echo(f"decoding {len(test_pairs):,} test pairs with the best checkpoint (beam {job.job.test_beam}), "
              f"then logging the run's artifacts")

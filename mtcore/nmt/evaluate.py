@@ -25,7 +25,7 @@ from mtcore import checks
 from mtcore.nmt.checkpoint import CheckpointError, checkpoint_dir, load_checkpoint
 from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
-from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, evenly_spaced
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.runs import recorded_languages
 from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, decode_config, in_chunks,
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     parser = argparse.ArgumentParser(prog=program("python -m mtcore.evaluate"), description=__doc__.split("\n")[0])
     decoding_args(parser)
     parser.add_argument("--test", default=str(paths.TEST), help="parallel corpus (any format mtcore.data.corpus reads)")
-    parser.add_argument("--limit", type=int, default=0, help="first N pairs only (0 = all)")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="N pairs spread evenly over the set, as a training run's job.test_limit takes them (0 = all)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--direction", help="SRC-TGT, e.g. vi-en (default: the model's)")
     group.add_argument("--reverse", action="store_true", help="translate tgt -> src (vi -> en)")
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
         parser.error(f"--test: the embedded test set is en-vi; give a {'-'.join(corpus)} test corpus")
     table = read_corpus(args.test, src_lang=corpus[0], tgt_lang=corpus[1])  # a PREFIX of PREFIX.de + PREFIX.en too
     if args.limit:
-        table = table.slice(0, args.limit)
+        table = table.take(evenly_spaced(len(table), args.limit))
     src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])
     empty = [i for i, ref in enumerate(tgt) if not ref.strip()]
     if tgt and len(empty) == len(tgt):

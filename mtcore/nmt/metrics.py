@@ -16,6 +16,21 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+def evenly_spaced(total: int, limit: int) -> list[int]:
+    """The indices of `limit` of `total` rows spread evenly over them (all when `limit` is 0 or ≥ `total`): the
+    rows a dev or test limit scores. Held-out sets are stored grouped by catalog, so their first rows were one or
+    two packages (`dev_limit: 150` was one catalog of nine); every (total/limit)-th row covers them all in
+    proportion, and the same rows every time."""
+    if not limit or limit >= total:
+        return list(range(total))
+    return [i * total // limit for i in range(limit)]
+
+
+def spread_over(items: Sequence, limit: int) -> list:
+    """`limit` of `items` at `evenly_spaced` positions."""
+    return [items[i] for i in evenly_spaced(len(items), limit)]
+
+
 BLEU_TOKENIZE = "13a"  # sacreBLEU's default (WMT's mteval-v13a)
 # sacreBLEU's `-tok` default per target language (`-tl`); the MeCab ones need sacrebleu[ja] / [ko]
 _BY_LANGUAGE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}

@@ -45,7 +45,7 @@ from mtcore.nmt.averaging import WeightSnapshots
 from mtcore.nmt.batching import TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
-from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf
+from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
@@ -303,13 +303,13 @@ def validate(
     device: torch.device,
     autocast=contextlib.nullcontext(),
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """dev/loss over all dev pairs; dev/bleu and dev/chrf on the first `dev_limit` pairs
+    """dev/loss over all dev pairs; dev/bleu and dev/chrf on `dev_limit` pairs spread over the set (`evenly_spaced`)
     (greedy or beam per `train_cfg.beam`). Sharded over ranks, identical result on each."""
     rank, world = dist_info()
     was_training = model.training
     nll, count = dev_loss(model, dev_encoded[rank::world], train_cfg.max_tokens, device, autocast)
     nll, count = _all_sum([nll, count], device)
-    subset = list(dev_pairs[: train_cfg.dev_limit] if train_cfg.dev_limit else dev_pairs)
+    subset = spread_over(dev_pairs, train_cfg.dev_limit)
     mine = list(range(rank, len(subset), world))
     sources = encode_sources(tokenizer, [subset[i][0] for i in mine], max_len=model.cfg.max_positions - 1)
     with autocast:

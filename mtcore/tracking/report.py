@@ -140,7 +140,7 @@ def _is_translation_run(run) -> bool:
 def _test_set(params: dict) -> str:
     data = Path(params.get("job.test_data", "") or "").name or "?"
     limit = params.get("job.test_limit", "0")
-    return f"{data} (first {limit})" if limit not in ("0", "", None) else data
+    return f"{data} ({limit} pairs of it)" if limit not in ("0", "", None) else data
 
 
 def _best(client, run, key: str) -> float | None:
