@@ -64,6 +64,9 @@ def test_po_catalog_dispatch(tmp_path):
     )
     table = read_corpus(po)
     assert table["src"].to_pylist() == ["Quit"] and table["tgt"].to_pylist() == ["Thoát"]
+    assert table["id"].to_pylist() == ["app.po:4"]  # a reject names the msgid's line, as for TSV (a hash before)
+    po.write_text('msgid "File"\nmsgid_plural "Files"\nmsgstr[0] "Tệp"\nmsgstr[1] "Tệp"\n', encoding="utf-8")
+    assert read_corpus(po)["id"].to_pylist() == ["app.po:1", "app.po:1/1"]
 
 
 # --------------------------------------------------------------------------- bad input

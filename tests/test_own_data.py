@@ -97,10 +97,12 @@ def test_readme_own_data_commands(tmp_path, monkeypatch, ray_local, mlflow_uri, 
     (tmp_path / "corpus").mkdir()
     write_shape("moses", tmp_path / "corpus", pairs)
     write_shape("parquet_extra", tmp_path, pairs)
+    pq.write_table(pa.table({"translation": [{"en": s, "vi": t} for s, t in pairs]}), tmp_path / "hf.parquet")
     clean = script("pipelines/clean.py")
     for args in (["--input", "own.tsv", "--output", "runs/own-tsv"],
                  ["--input", "corpus/train", "--output", "runs/own-moses"],
-                 ["--input", "own.parquet", "--output", "runs/own-parquet"]):
+                 ["--input", "own.parquet", "--output", "runs/own-parquet"],
+                 ["--input", "hf.parquet", "--output", "runs/own-hf"]):
         assert clean(args) == 0, args
         assert json.loads((tmp_path / args[3] / "report.json").read_text())["input"] == 300
     assert "reusing runs/own-tsv" in (clean(["--input", "own.tsv", "--output", "runs/own-tsv"]) == 0 and

@@ -404,25 +404,35 @@ def entry_id(origin: str, entry: CatalogEntry) -> str:
     return hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
 
 
-def entries_table(entries: list[CatalogEntry], origin: str) -> pa.Table:
-    """Entries as a parallel-corpus table (README.md, "Data contract")."""
+def line_id(origin: str, entry: CatalogEntry) -> str:
+    """`NAME:LINE` of the msgid in a .po file, as the text readers number pairs (a plural form: `NAME:LINE/N`);
+    the stable hash for a .mo, which has no lines."""
+    if not entry.line:
+        return entry_id(origin, entry)
+    return f"{origin}:{entry.line}" + (f"/{entry.plural_index}" if entry.plural_index else "")
+
+
+def entries_table(entries: list[CatalogEntry], origin: str, *, line_ids: bool = False) -> pa.Table:
+    """Entries as a parallel-corpus table (README.md, "Data contract"); ids by `entry_id`, or `line_id` (a user's
+    catalog: a reject names the line to look at)."""
+    ids = line_id if line_ids else entry_id
     return pa.table(
         {
             "src": [e.msgid for e in entries],
             "tgt": [e.msgstr for e in entries],
             "origin": [origin] * len(entries),
-            "id": [entry_id(origin, e) for e in entries],
+            "id": [ids(origin, e) for e in entries],
             "context": [e.context for e in entries],
         },
         schema=TABLE_SCHEMA,
     )
 
 
-def catalog_table(path: str | Path, origin: str, include_fuzzy: bool = False) -> pa.Table:
+def catalog_table(path: str | Path, origin: str, include_fuzzy: bool = False, *, line_ids: bool = False) -> pa.Table:
     """Read a catalog into a ``src, tgt, origin, id, context`` table; the messages that are not
-    translations (fuzzy, untranslated) are counted in a warning."""
+    translations (fuzzy, untranslated) are counted in a warning. `line_ids`: see `entries_table`."""
     skipped: Counter = Counter()
-    table = entries_table(read_catalog(path, include_fuzzy=include_fuzzy, skipped=skipped), origin)
+    table = entries_table(read_catalog(path, include_fuzzy=include_fuzzy, skipped=skipped), origin, line_ids=line_ids)
     if skipped:
         log.warning("%s: %d pairs read; skipped %s (not translations)", path, len(table),
                     ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())))

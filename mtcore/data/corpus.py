@@ -481,7 +481,7 @@ def load_corpus(path: str | Path, *, strict: bool = True, src_lang: str = "en", 
         elif suffix in (".po", ".mo", ".pot"):
             from mtcore.data.catalogs import catalog_table
 
-            table, rejects = catalog_table(path, origin=path.name), empty_rejects()
+            table, rejects = catalog_table(path, origin=path.name, line_ids=True), empty_rejects()
         elif suffix in (".tsv", ".txt", ".tab"):
             loaded = read_tsv(path, strict=strict, src_lang=src_lang, tgt_lang=tgt_lang)
             table, rejects = loaded.table, loaded.rejects
