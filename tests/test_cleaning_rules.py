@@ -217,6 +217,7 @@ def test_test_overlap(tmp_path):
     [
         (unicodedata.normalize("NFD", "Mật khẩu"), "Mật khẩu", "Mật khẩu", "Mật khẩu", {"nfc"}),
         ("Usage:\n  foo  [x]", " Cách dùng:\tfoo ", "Usage: foo [x]", "Cách dùng: foo", {"whitespace"}),
+        ("Line one\vline two", "Dòng một\vdòng hai", "Line one line two", "Dòng một dòng hai", {"whitespace"}),  # a TM's soft break
         ("_File", "_Tập tin", "File", "Tập tin", {"accelerators"}),
         ("dog\u200b house\u00ad", "\ufeffnhà\u200f chó", "dog house", "nhà chó", {"invisible"}),  # were byte pieces
         ("\u200b\u200b", "chó", "", "chó", {"invisible"}),  # then an `empty` reject, not `length_ratio`

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from mtcore.nmt.tokenizer import INVISIBLE
 
-_WS_RE2 = r"[\s\p{Zs}\x{2028}\x{2029}\x{85}]+"
+_WS_RE2 = r"[\s\x{0B}\p{Zs}\x{2028}\x{2029}\x{85}]+"  # RE2's \s leaves out \v, which TM exports use as a soft break
 _INVISIBLE_RE2 = "[" + "".join(f"\\x{{{ord(c):04X}}}" for c in INVISIBLE) + "]"
 
 # One accelerator: the marker followed by a letter/digit; `&&`/`__` are escaped literals.
