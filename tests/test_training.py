@@ -176,6 +176,9 @@ def test_patience_and_the_best_state_follow_best_metric(tokenizer, metric):
     assert result.steps == (3 if metric == "bleu" else 8)
     assert result.state.best_loss == min(m["dev/loss"] for m in reported)
     assert result.best_bleu == max(m["dev/bleu"] for m in reported)
+    if result.stop_reason == "patience":  # a rerun from its last state (its test decoding failed) trains no further
+        again = fit(cfg, TINY, PAIRS, PAIRS, tokenizer, state=result.state.to_dict())
+        assert (again.stop_reason, again.steps) == ("patience", result.steps)
 
 
 def test_best_metric_is_checked():

@@ -443,8 +443,11 @@ def fit(
         if on_validation is not None:
             on_validation(dict(last_metrics), ts)
 
-    # A resumed run may already be at its step limit or out of time: train no further step.
+    # A resumed run may already be at its step limit, out of time or out of patience (a run that stopped on
+    # patience and failed after it, e.g. in its test decoding): train no further step.
     stop_reason = "max_steps" if train_cfg.max_steps and ts.step >= train_cfg.max_steps else ""
+    if not stop_reason and train_cfg.patience and ts.bad_validations >= train_cfg.patience:
+        stop_reason = "patience"
     if not stop_reason and budget and spent_before >= budget:
         stop_reason = "time_budget"
     while not stop_reason:
