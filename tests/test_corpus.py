@@ -56,7 +56,7 @@ def test_write_then_read_roundtrip(tmp_path):
     assert read_corpus(out).equals(table)
 
 
-def test_po_catalog_dispatch(tmp_path):
+def test_po_catalog_dispatch(tmp_path, caplog):
     po = tmp_path / "app.po"
     po.write_text(
         'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\nmsgid "Quit"\nmsgstr "Thoát"\n',
@@ -67,6 +67,10 @@ def test_po_catalog_dispatch(tmp_path):
     assert table["id"].to_pylist() == ["app.po:4"]  # a reject names the msgid's line, as for TSV (a hash before)
     po.write_text('msgid "File"\nmsgid_plural "Files"\nmsgstr[0] "Tệp"\nmsgstr[1] "Tệp"\n', encoding="utf-8")
     assert read_corpus(po)["id"].to_pylist() == ["app.po:1", "app.po:1/1"]
+    po.write_text('msgid "Quit"\nmsgstr "Thoát"\n\n#~ msgid "Old"\n#~ msgstr "Cũ"\n', encoding="utf-8")
+    with caplog.at_level("WARNING", logger="mtcore.data.catalogs"):
+        assert len(read_corpus(po)) == 1
+    assert "1 pairs read; skipped 1 obsolete (not translations)" in caplog.text
 
 
 # --------------------------------------------------------------------------- bad input

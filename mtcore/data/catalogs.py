@@ -337,7 +337,7 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
     A hand-written line parser (keywords, ``"..."`` continuations, comments)
     so that errors can name the line; fuzzy entries are guesses by msgmerge,
     not translations, so they are dropped unless ``include_fuzzy``. Obsolete
-    ``#~`` entries are dropped always.
+    ``#~`` entries are dropped always (counted in `skipped`, as fuzzy and untranslated ones).
     """
     path = Path(path)
     _require_file(path)
@@ -354,6 +354,8 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
                 msg = _PoMessage()
             if line.startswith("#,") and "fuzzy" in (f.strip() for f in line[2:].split(",")):
                 msg.fuzzy = True
+            elif line.startswith("#~ msgid "):  # an obsolete message: counted in the warning, as the others
+                skipped["obsolete"] += 1
             continue
         if line.startswith('"'):
             if msg.last is None:
