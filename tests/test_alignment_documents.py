@@ -176,6 +176,12 @@ def test_read_document_unwraps_paragraphs_and_bullets(tmp_path):
     lines = tmp_path / "lines.txt"
     lines.write_text("one.\ntwo.\nthree.\n")
     assert read_document(lines) == ["one.", "two.", "three."]
+    # a paragraph a line (text from HTML, a wiki dump): each line is cut, lines are not joined (a heading stays one)
+    paragraphs = tmp_path / "paragraphs.txt"
+    paragraphs.write_text("Installing\nRun the installer. Then reboot.\nOpen the menu. Choose Settings. Save.\n")
+    assert read_document(paragraphs) == ["Installing", "Run the installer.", "Then reboot.", "Open the menu.",
+                                         "Choose Settings.", "Save."]
+    assert read_document(paragraphs, "lines")[1] == "Run the installer. Then reboot."
 
 
 def test_write_alignment_formats(tmp_path):

@@ -366,8 +366,8 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
 
     `lines`: one sentence per line (blank lines skipped). `sentences`: paragraphs
     (separated by blank lines or starting with a bullet) are unwrapped and split into
-    sentences. `auto`: `sentences` when ≥ 5 % of the lines are blank (wrapped prose),
-    else `lines`.
+    sentences. `paragraphs`: each line is a paragraph (text extracted from HTML, a
+    Wikipedia dump), split into sentences. `auto`: see `auto_split`.
     """
     from mtcore.data.corpus import CorpusError, _decode_lines
 
@@ -380,11 +380,13 @@ def read_document(path: str | Path, split: str = "auto") -> list[str]:
     if not any(ln.strip() for ln in lines):  # nothing to align: an error, not an alignment of deletions
         raise CorpusError(f"{path}: the document holds no text")
     if split == "auto":
-        split = "sentences" if _wrapped(lines) else "lines"
+        split = auto_split(lines)
     if split == "lines":
         return [ln.strip() for ln in lines if ln.strip()]
+    if split == "paragraphs":
+        return [s for ln in lines if ln.strip() for s in split_sentences(" ".join(ln.split()))]
     if split != "sentences":
-        raise ValueError(f"split must be 'auto', 'lines' or 'sentences', not {split!r}")
+        raise ValueError(f"split must be 'auto', 'lines', 'sentences' or 'paragraphs', not {split!r}")
     paragraphs, current = [], []
     for ln in lines:
         if not ln.strip() or _BULLET.match(ln):
@@ -403,6 +405,17 @@ def _wrapped(lines: list[str]) -> bool:
     return bool(lines) and sum(1 for ln in lines if not ln.strip()) / len(lines) >= 0.05
 
 
+def _paragraph_per_line(lines: list[str]) -> bool:
+    """A paragraph a line: ≥ 25 % of the lines hold two sentences or more (one sentence per line: next to none)."""
+    filled = [ln for ln in lines if ln.strip()]
+    return bool(filled) and sum(1 for ln in filled if len(split_sentences(" ".join(ln.split()))) > 1) / len(filled) >= 0.25
+
+
+def auto_split(lines: list[str]) -> str:
+    """`sentences` for wrapped prose (`_wrapped`), `paragraphs` for a paragraph a line, else `lines`."""
+    return "sentences" if _wrapped(lines) else "paragraphs" if _paragraph_per_line(lines) else "lines"
+
+
 def resolve_split(paths: list[str | Path], split: str = "auto") -> str:
     """One way of cutting for every document of an alignment: `auto` looks at all of them together, so a
     translation is never cut into sentences while its source is read line by line (their blocks would not match)."""
@@ -410,7 +423,7 @@ def resolve_split(paths: list[str | Path], split: str = "auto") -> str:
         return split
     from mtcore.data.corpus import _decode_lines
 
-    return "sentences" if _wrapped([ln for p in paths for ln in _decode_lines(Path(p))]) else "lines"
+    return auto_split([ln for p in paths for ln in _decode_lines(Path(p))])
 
 
 def line_numbers(path: str | Path) -> list[int]:

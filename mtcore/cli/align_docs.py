@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="FILE.jsonl (blocks with texts), FILE.tsv, or FILE.vecalign (Vecalign's own [i]:[j]:cost lines, "
                          "for its score.py) (default: %(default)s)")
     ap.add_argument("--encoder", default="builtin", help="'builtin', an encoder DIR, or a sentence-transformers name/path")
-    ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences"), help="how to cut the files into sentences: lines (one a line, indices are the files' lines), sentences (paragraphs unwrapped and split), auto (sentences when ≥ 5 %% of the two files' lines are blank) (default: %(default)s)")
+    ap.add_argument("--split", default="auto", choices=("auto", "lines", "sentences", "paragraphs"), help="how to cut the files into sentences: lines (one a line, indices are the files' lines), sentences (paragraphs unwrapped and split), paragraphs (a paragraph a line, split), auto (sentences when ≥ 5 %% of the two files' lines are blank, paragraphs when ≥ 25 %% of their lines hold two sentences or more, else lines) (default: %(default)s)")
     ap.add_argument("--max-size", type=int, default=d.max_size, help="largest block a+b (default: %(default)s)")
     ap.add_argument("--del-factor", type=float, default=d.del_factor, help="deletion penalty, × the median cost of random 1-1 pairs (default: %(default)s)")
     ap.add_argument("--background", nargs=2, metavar=("SRC_TXT", "TGT_TXT"),
@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if numbers is not None:
         print("indices: the files' lines, from 0" + (" (blank lines are in no block)" if max(numbers[0][-1] + 1 - len(src), numbers[1][-1] + 1 - len(tgt)) else ""))
     else:
-        print("indices: sentences, from 0 (paragraphs were unwrapped and cut into sentences; --split lines reads a line as one)")
+        how = "each line was cut into sentences" if split == "paragraphs" else "paragraphs were unwrapped and cut into sentences"
+        print(f"indices: sentences, from 0 ({how}; --split lines reads a line as one)")
     print(f"alignment → {path}")
     return 0
 
