@@ -84,6 +84,24 @@ def test_bad_options_fail_in_one_line(ckpt, argv, message, capsys):
     assert err.count("\n") == 1 and err.startswith(f"error: {message}"), err
 
 
+def test_a_gzipped_input_is_read_and_utf16_is_named(ckpt, tmp_path, capsys):
+    """`-i corpus.en.gz` as the corpus readers read it (it failed as "not UTF-8, byte 0x8b"); UTF-16 and an
+    unnamed gzip file say what they are."""
+    import gzip
+
+    (tmp_path / "in.txt").write_text(SOURCES[0] + "\n", encoding="utf-8")
+    (tmp_path / "in.txt.gz").write_bytes(gzip.compress((SOURCES[0] + "\n").encode()))
+    for name in ("in.txt", "in.txt.gz"):
+        assert main(["--model", str(ckpt.path), "-i", str(tmp_path / name), "-o", str(tmp_path / f"{name}.out")]) == 0
+    assert (tmp_path / "in.txt.gz.out").read_text() == (tmp_path / "in.txt.out").read_text() != ""
+    (tmp_path / "u16.txt").write_bytes((SOURCES[0] + "\n").encode("utf-16"))
+    (tmp_path / "packed.txt").write_bytes(gzip.compress(b"x\n"))
+    capsys.readouterr()
+    for name, message in (("u16.txt", "UTF-16 text"), ("packed.txt", "gzip-compressed; name it *.gz")):
+        assert main(["--model", str(ckpt.path), "-i", str(tmp_path / name)]) == 2
+        assert message in capsys.readouterr().err
+
+
 def test_blank_lines_stay_blank_and_every_translation_is_one_line(ckpt, tmp_path):
     """One output line per input line: a blank input line is a blank output line (a model asked to translate nothing
     invents text), and a translation's own line or cell breaks are escaped."""

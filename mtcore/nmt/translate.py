@@ -16,6 +16,7 @@ by its GNMT length-penalised sum, so the first row can differ from the 1-best ou
 from __future__ import annotations
 
 import argparse
+import gzip
 import math
 import sys
 import time
@@ -99,6 +100,11 @@ def read_lines(stream, name: str = "stdin") -> list[str]:
     for i, raw in enumerate(stream, 1):
         if i == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
+        if i == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise checks.UsageError(f"{name}: UTF-16 text (byte-order mark {raw[:2].hex(' ')}); convert it to UTF-8 "
+                                    "(e.g. iconv -f UTF-16 -t UTF-8)")
+        if i == 1 and raw.startswith(b"\x1f\x8b"):
+            raise checks.UsageError(f"{name}: gzip-compressed; name it *.gz (read as such), or zcat it into stdin")
         try:
             lines.append(raw.decode("utf-8").rstrip("\r\n"))
         except UnicodeDecodeError as err:
@@ -122,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program("python -m mtcore.translate"), description=__doc__.split("\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     decoding_args(parser)
-    parser.add_argument("-i", "--input", default="-", help="source lines, UTF-8 (- = stdin)")
+    parser.add_argument("-i", "--input", default="-", help="source lines, UTF-8, gzip'd if it ends in .gz (- = stdin)")
     parser.add_argument("-o", "--output", default="-", help="translations (- = stdout)")
     parser.add_argument("--scores", action="store_true", help="SCORE<TAB>TRANSLATION: mean log-prob per token")
     parser.add_argument("--n-best", type=int, default=1, metavar="K", help="the K best of the beam per line (K <= --beam)")
@@ -149,8 +155,11 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     if args.input == "-":
         lines = read_lines(sys.stdin.buffer)
     else:
-        with open(args.input, "rb") as stream:
-            lines = read_lines(stream, args.input)
+        with (gzip.open if args.input.lower().endswith(".gz") else open)(args.input, "rb") as stream:
+            try:
+                lines = read_lines(stream, args.input)
+            except (OSError, EOFError) as err:  # a damaged .gz
+                raise checks.UsageError(f"-i/--input: {args.input}: not a readable gzip file: {err}") from None
     t0 = time.perf_counter()
     rows = translate_in_chunks(ckpt, lines, args, None if quiet() else stderr_line)
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
