@@ -7,7 +7,7 @@ import pickle
 import mlflow
 import pytest
 
-from mtcore.tracking.run import SafeLogger, TrackedRun, open_run, open_run_with_pointer, tracked_run
+from mtcore.tracking.run import SafeLogger, TrackedRun, end_orphaned_runs, open_run, open_run_with_pointer, tracked_run
 
 
 def test_a_finished_body_ends_the_run_finished_with_its_tags_params_and_metrics(mlflow_uri, tmp_path):
@@ -66,3 +66,37 @@ def test_the_training_logger_skips_step_keys_and_survives_a_dead_store(mlflow_ur
     dead({"train/loss": 1.0}, 11)
     dead({"train/loss": 0.5}, 12)  # warned once, then silent
     assert dead.failed and sum("MLflow logging failed" in r.message for r in caplog.records) == 1
+
+
+def test_runs_left_running_by_a_killed_process_are_ended_by_the_next_run(mlflow_uri, caplog):
+    """`kill -9` (or the OOM killer) leaves no chance to end a run: it stayed RUNNING in the UI for ever. The next run
+    of the experiment on this machine ends it KILLED and says why; a trial whose search is still open is the
+    search's to close."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    alive_parent = open_run("tune", "search-in-progress")
+    script = ("import os, signal, sys\nfrom mtcore.tracking.run import open_run\n"
+              "dead = open_run('train', 'killed-job'); open_run('train', 'its-child', parent=dead)\n"
+              f"open_run('tune', 'trial', parent='{alive_parent.run_id}')\n"
+              "print(dead.run_id, flush=True); os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    client = mlflow.MlflowClient(mlflow_uri)
+    dead = client.get_run(proc.stdout.split()[0])
+    assert dead.info.status == "RUNNING"  # nothing could end it
+    with caplog.at_level("WARNING", logger="mtcore.tracking.run"):
+        open_run("train", "next-job").end()
+    by_name = {r.info.run_name: r for r in client.search_runs([dead.info.experiment_id])}
+    assert by_name["killed-job"].info.status == by_name["its-child"].info.status == "KILLED"
+    assert "ended without closing this run" in by_name["killed-job"].data.tags["mtcore.end_reason"]
+    assert "killed-job" in caplog.text and "marked KILLED" in caplog.text
+    tune_id = client.get_run(alive_parent.run_id).info.experiment_id
+    assert end_orphaned_runs(client, tune_id) == []
+    trial = client.search_runs([tune_id], filter_string="attributes.run_name = 'trial'")
+    assert trial[0].info.status == "RUNNING"  # its search (this process) is open: left to it
+    alive_parent.end("KILLED")
+    assert end_orphaned_runs(client, tune_id) == [trial[0].info.run_id]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -88,6 +90,7 @@ class TrackedRun:
         from mtcore import tracking
 
         self.client.update_run(self.run_id, status="RUNNING")
+        self.set_tags(owner_tags())
         tracking.opened(self.run_id, self.uri)
 
     # ------------------------------------------------------------------ reading
@@ -115,11 +118,67 @@ class TrackedRun:
 
 
 def _experiment_id(experiment: str) -> tuple[str, str]:
-    """(store URI, experiment id), the experiment created on first use."""
+    """(store URI, experiment id), the experiment created on first use; its runs left RUNNING by a dead process
+    of this machine are ended first (`end_orphaned_runs`)."""
     from mtcore import tracking
 
     mlflow = tracking.setup(experiment)
-    return mlflow.get_tracking_uri(), mlflow.get_experiment_by_name(experiment).experiment_id
+    uri, experiment_id = mlflow.get_tracking_uri(), mlflow.get_experiment_by_name(experiment).experiment_id
+    if (uri, experiment_id) not in _swept:
+        _swept.add((uri, experiment_id))
+        try:
+            end_orphaned_runs(mlflow.MlflowClient(tracking_uri=uri), experiment_id)
+        except Exception as err:  # noqa: BLE001 - a tidy-up must never stop a run from starting
+            log.debug("could not look for orphaned runs: %s", err)
+    return uri, experiment_id
+
+
+_swept: set[tuple[str, str]] = set()  # (store, experiment) already looked at by this process
+
+
+def owner_tags() -> dict[str, str]:
+    """The process that holds a run open: a run it leaves RUNNING when it dies can be told from one in progress."""
+    return {"mtcore.host": socket.gethostname(), "mtcore.pid": str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def end_orphaned_runs(client, experiment_id: str) -> list[str]:
+    """End KILLED the runs of `experiment_id` left RUNNING by a process of this machine that is gone (`kill -9`, the
+    out-of-memory killer, a power cut: Ctrl-C and errors end their runs themselves), tagged with why; a trial's
+    run is left to its search while the search's own run is open. Returns their ids."""
+    host = socket.gethostname()
+    if "'" in host:
+        return []
+    running = client.search_runs([experiment_id], max_results=1000,
+                                 filter_string=f"attributes.status = 'RUNNING' and tags.`mtcore.host` = '{host}'")
+    ended: list[str] = []
+    for children in (False, True):  # parents first: a dead search's trials are ended after it
+        for run in running:
+            tags = run.data.tags
+            parent = tags.get("mlflow.parentRunId")
+            if bool(parent) != children or not tags.get("mtcore.pid", "").isdigit():
+                continue
+            pid = int(tags["mtcore.pid"])
+            if pid == os.getpid() or _alive(pid):
+                continue
+            if parent and parent not in ended and client.get_run(parent).info.status == "RUNNING":
+                continue
+            client.set_tag(run.info.run_id, "mtcore.end_reason",
+                           f"process {pid} on {host} ended without closing this run (killed?); closed by a later run")
+            client.set_terminated(run.info.run_id, status="KILLED")
+            ended.append(run.info.run_id)
+            log.warning("MLflow run %s (%s) was left RUNNING by process %d, which is gone: marked KILLED",
+                        tags.get("mlflow.runName", "?"), run.info.run_id, pid)
+    return ended
 
 
 def open_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, params: dict[str, Any] | None = None,
@@ -147,7 +206,7 @@ def _create(uri: str, experiment_id: str, name: str, tags, params, parent) -> Tr
 
     from mtcore import tracking
 
-    tags = dict(tags or {})
+    tags = {**owner_tags(), **(tags or {})}
     if parent is not None:
         tags["mlflow.parentRunId"] = parent.run_id if isinstance(parent, TrackedRun) else parent
     created = MlflowClient(tracking_uri=uri).create_run(experiment_id, run_name=name, tags=tags)
