@@ -290,6 +290,21 @@ def test_headers_and_columns_with_words_around_the_side_are_named(tmp_path, capl
     assert read_corpus(tmp_path / "b.parquet")["src"].to_pylist() == ["Open"]  # the bare name, beside a longer one
 
 
+def test_a_header_of_more_columns_says_which_two_are_the_pair(tmp_path, caplog):
+    """`id<TAB>source<TAB>target<TAB>score` (a filtered corpus, a TM export): the named columns are the pair; a line
+    without them is malformed (a reject when not strict); a trailing empty field may be left out."""
+    path = write_tsv(tmp_path / "scored.tsv", ["id\tsource\ttarget\tscore", "1\tOpen\tMở\t0.9", "2\tQuit\tThoát", "3\tSave"])
+    with pytest.raises(CorpusError, match=r"scored.tsv:4: expected 4 tab-separated columns, as the header names, found 2"):
+        read_corpus(path)
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        loaded = load_corpus(path, strict=False)
+    assert loaded.table["tgt"].to_pylist() == ["Mở", "Thoát"] and loaded.table["id"].to_pylist() == ["scored.tsv:2", "scored.tsv:3"]
+    assert loaded.rejects["id"].to_pylist() == ["scored.tsv:4"]
+    assert "reading its columns source and target as src and tgt (not read: id, score)" in caplog.text
+    with pytest.raises(CorpusError, match=r"found 3 \(more columns, such as a score or URLs\? name them in a header line"):
+        read_corpus(write_tsv(tmp_path / "bare.tsv", ["Open\tMở\t0.9"]))
+
+
 def test_a_tsv_header_row_is_skipped_with_a_warning_and_csv_quoting_is_named(tmp_path, caplog):
     path = write_tsv(tmp_path / "pandas.tsv", ["src\ttgt", '"He said ""hi"" to me."\t"Anh ấy nói ""chào""."', "Quit\tThoát"])
     with caplog.at_level("WARNING", logger="mtcore.data.corpus"):

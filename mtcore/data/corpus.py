@@ -120,17 +120,26 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
 
     Non-strict: such lines become rejects with reason `malformed_tsv`, so counts still reconcile.
     A first line naming the columns (`src tgt`, or the corpus languages, e.g. `de en`) is a header; one naming
-    them the other way round (`en de` for de-en) is an error: the columns are swapped.
+    them the other way round (`en de` for de-en) is an error: the columns are swapped. A header of more columns
+    (`id source target score`) that names one of each side says which two to read.
     """
     from mtcore.data.ledger import rejects_table
 
     path = Path(path)
     src, tgt, ids, bad, quoted = [], [], [], [], []
+    picked: tuple[int, int] | None = None  # (src, tgt) columns that a header of more than two names
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
         if line_no == 1:
             roles = _header_roles(cols[:2] if len(cols) > 2 and not any(c.strip() for c in cols[2:]) else cols,
                                   src_lang, tgt_lang)
+            if len(roles) > 2 and roles.count("src") == 1 and roles.count("tgt") == 1:  # `id source target score`
+                picked = (roles.index("src"), roles.index("tgt"))
+                others = [c for c, r in zip(cols, roles) if r is None]
+                log.warning("%s:1: a header row; reading its columns %s and %s as src and tgt (not read: %s)", path,
+                            cols[picked[0]], cols[picked[1]], ", ".join(others) or "-")
+                width = len(cols)
+                continue
             if roles == ("src", "tgt"):
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
                 continue
@@ -139,6 +148,14 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
                                   f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
                                   f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
                                   f"job.corpus_langs={tgt_lang}-{src_lang})")
+        if picked is not None and line.strip():  # the header's columns (trailing empty ones may be left out)
+            if len(cols) <= max(picked) or (len(cols) > width and any(c.strip() for c in cols[width:])):
+                if strict:
+                    raise CorpusError(f"{path}:{line_no}: expected {width} tab-separated columns, as the header names, "
+                                      f"found {len(cols)}")
+                bad.append((line, line_no, len(cols)))
+                continue
+            cols = [cols[picked[0]], cols[picked[1]]]
         if len(cols) == 1 and not line.strip():  # a blank line is an empty pair (cleaning: `empty`), as in a Moses pair
             cols = ["", ""]
         if len(cols) > 2 and not any(c.strip() for c in cols[2:]):  # `src<TAB>tgt<TAB>`: trailing empty fields
@@ -146,8 +163,8 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
         if len(cols) != 2:
             if strict:
                 cr = "; its lines end in a bare carriage return (\\r, old Mac line ends): convert them to \\n" if "\r" in line else ""
-                more = (f" (more columns, such as a score or URLs? keep the pair's two: cut -f1,2 {path.name} > "
-                        f"pairs.tsv, or the columns in the order src, tgt)") if len(cols) > 2 and not cr else ""
+                more = (f" (more columns, such as a score or URLs? name them in a header line, e.g. src<TAB>tgt<TAB>score, "
+                        f"or keep the pair's two: cut -f1,2 {path.name} > pairs.tsv)") if len(cols) > 2 and not cr else ""
                 raise CorpusError(f"{path}:{line_no}: expected 2 tab-separated columns (src, tgt), found {len(cols)}{cr}{more}")
             bad.append((line, line_no, len(cols)))
             continue
