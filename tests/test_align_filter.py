@@ -135,8 +135,9 @@ def test_align_filter_cli(encoder_dir, tmp_path, capsys):
             "--reference", _reference(tmp_path), "--max-false-reject", "0.03"]
     code = _run_script("pipelines/align_filter.py", argv)
     assert code == 0
-    out = capsys.readouterr().out
-    assert "rejected: low_margin" in out and "threshold" in out and "estimated noise share" in out
+    out, err = capsys.readouterr()
+    assert "rejected: low_cosine" in out and "threshold" in out and "estimated noise share" in out
+    assert "100 distinct pairs are too few for the margin" in err  # a 100-pair corpus is scored by cosine
     assert "(reference: fewest expected errors with 100 known-good pairs' scores" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
@@ -480,7 +481,7 @@ def test_reference_pairs_with_an_empty_side_are_left_out(encoder_dir, tmp_path, 
 
 def test_a_corpus_too_small_for_the_margin_is_scored_by_cosine(encoder_dir, tmp_path, caplog):
     """With one pair every margin is 1.0 (the pair is its own neighbourhood): a review's single good pairs were all
-    rejected. Up to 2k distinct pairs, cosine scores them, and a warning says so."""
+    rejected. Below MIN_MARGIN_PAIRS distinct pairs, cosine scores them, and a warning says so."""
     three = tiny_corpus().slice(700, 3)
     src = write_parquet(three, tmp_path / "three.parquet")
     with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
