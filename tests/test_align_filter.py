@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.alignment.filter import FilterConfig, FilterError, calibrate, filter_corpus, filter_table
+from mtcore.alignment.filter import FilterConfig, FilterError, calibrate, filter_corpus, filter_table, separation
 from mtcore.data.corpus import write_parquet
 from mtcore.data.ledger import REJECT_SCHEMA
 from test_dual_xent import train_both_directions
@@ -100,15 +100,15 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
 
 
 def test_config_errors():
-    with pytest.raises(FilterError, match="score must be one of"):
+    with pytest.raises(FilterError, match="--score: one of"):
         FilterConfig(score="bleu")
-    with pytest.raises(FilterError, match="threshold must be 'auto' or a number"):
+    with pytest.raises(FilterError, match="--threshold: 'auto' or a number"):
         FilterConfig(threshold="high")
-    with pytest.raises(FilterError, match="calibration must be one of"):
+    with pytest.raises(FilterError, match="--calibration: one of"):
         FilterConfig(calibration="median")
-    with pytest.raises(FilterError, match="max_false_reject must be in"):
+    with pytest.raises(FilterError, match=r"--max-false-reject: 0.7 is out of range; pass a share of good pairs in \(0, 0.5\)"):
         FilterConfig(max_false_reject=0.7)
-    with pytest.raises(FilterError, match="threshold must be a finite number"):
+    with pytest.raises(FilterError, match="--threshold: nan is not a finite number"):
         FilterConfig(threshold="nan")
     with pytest.raises(FilterError, match="--reference, --max-false-reject choose\\(s\\) the threshold under --threshold auto"):
         FilterConfig(threshold=0.3, reference="ref.tsv", max_false_reject=0.01)
@@ -305,8 +305,12 @@ def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_
     table, _ = corpus_with_misalignments()
     cfg = FilterConfig(encoder=encoder_dir, score="cosine")  # a bare encoder directory: no reference.parquet
     assert cfg.calibration == "reference"
-    cal = calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)
+    scores = filter_table(table, cfg, use_ray=False)[3]
+    cal = calibrate(scores, cfg)
     assert cal["method"].startswith("near_miss (no reference pairs)") and sum(cal["near_miss_pairs"].values()) > 0
+    # what tells a weak encoder (it rejected half of a clean corpus in silence) from a fit one, in report.json
+    assert cal["corpus_vs_random_auc"] == pytest.approx(separation(scores.real("cosine"), scores.misaligned("cosine")), abs=1e-4)
+    assert cal["corpus_vs_random_auc"] > 0.75
 
 
 def test_reference_errors(tmp_path):
@@ -489,3 +493,12 @@ def test_a_corpus_too_small_for_the_margin_is_scored_by_cosine(encoder_dir, tmp_
                                use_ray=False, track=False)
     assert "too few for the margin" in caplog.text and result.report["score"] == "cosine"
     assert result.report["kept"] == 3
+
+
+def test_a_given_threshold_beyond_every_score_is_said(encoder_dir, tmp_path, caplog):
+    """--threshold 5 (a margin-scale habit carried to cosine) rejected a whole corpus with exit 0 and no word."""
+    src = write_parquet(tiny_corpus().slice(700, 30), tmp_path / "c.parquet")
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        result = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=encoder_dir, score="cosine", threshold=5.0),
+                               use_ray=False, track=False)
+    assert result.report["kept"] == 0 and "--threshold 5 is above every pair's cosine score" in caplog.text

@@ -57,6 +57,8 @@ CATALOGUE = [
          culprit="--max-size", absent="new_out"),
     case("align-docs-del-factor-negative", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--del-factor", "-5", culprit="--del-factor", absent="new_out"),
+    case("align-docs-encoder-not-an-encoder", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
+         "--encoder", "{not_encoder}", culprit="not_encoder", absent="new_out"),  # was "needs sentence-transformers"
     case("align-docs-del-factor-0", DOCS, "--src", "{doc_en}", "--tgt", "{doc_vi}", "--output", "{new_out}/a.tsv",
          "--del-factor", "0", culprit="--del-factor", absent="new_out"),  # free deletions: an empty alignment
     case("train-encoder-epochs-0", ENC, "--corpus", "{tsv}", "--output", "{new_out}", "--epochs", "0", culprit="--epochs", absent="new_out"),
@@ -245,6 +247,9 @@ def _kit(root: Path) -> dict[str, str]:
                                         "origin": ["toy"] * 8, "id": [f"t{i}" for i in range(8)]}), root / "test.parquet")
     k["no_src"] = root / "no_src.parquet"
     pq.write_table(pa.table({"left": ["a"], "tgt": ["b"]}), k["no_src"])
+    k["not_encoder"] = root / "not_encoder"
+    k["not_encoder"].mkdir()
+    (k["not_encoder"] / "x.txt").write_text("x\n")
     k["underscored"] = root / "underscored.parquet"
     pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"], "_score": [0.5]}), k["underscored"])
     k["bad_utf8"] = root / "bad.tsv"

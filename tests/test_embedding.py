@@ -250,3 +250,17 @@ def test_a_short_run_reaches_its_learning_rate():
     assert max(short(s) for s in range(60)) > 0.95 and short(59) < 0.01
     long = warmup_cosine(100, 2800)  # the built-in encoder's run: its schedule is as it was
     assert long(49) == pytest.approx(0.5) and long(99) == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_small_corpus_says_what_its_encoder_lacks(caplog):
+    """10 pairs gave "retrieval P@1 on 1 held-out pairs: 1.000" and no reference pairs, and align_filter then
+    rejected half of a clean corpus: both said at training time."""
+    from mtcore.embedding.train import warn_small
+
+    with caplog.at_level("WARNING", logger="mtcore.embedding.train"):
+        warn_small(train=9, held=1, reference=0)
+    assert "measured on 1 held-out pair(s) only" in caplog.text and "0 reference pair(s) held out" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="mtcore.embedding.train"):
+        warn_small(train=150_000, held=1000, reference=1000)
+    assert caplog.text == ""

@@ -73,7 +73,6 @@ EXPERIMENT = "align_filter"
 REASONS = {"cosine": "low_cosine", "margin": "low_margin", "dual_xent": "low_dual_xent", "classifier": "low_classifier"}
 CALIBRATIONS = ("reference", "near_miss", "random")
 PAIR_MODELS = ("dual_xent", "classifier")  # scores a model computes from the pair's text, beside the encoder's
-MIN_REFERENCE_PAIRS = 50  # fewer cannot place a 2 % false-reject point
 # Below this many distinct pairs, cosine scores them: a small corpus of one catalog is its own messages' neighbourhood,
 # which raises every margin's denominator, and the margin rejected 10 % of clean 20-pair windows and 4 % of 50-pair
 # ones against cosine's 2.5 % and 1.2 %; from 200 pairs the two are within a point (benchmarks/align_small_corpus.py).
@@ -111,7 +110,7 @@ class FilterConfig:
             checks.at_least(name, getattr(self, name), 1)
         checks.at_least("num_actors", self.num_actors, 0)
         if self.score not in SCORES:
-            raise FilterError(f"score must be one of {list(SCORES)}, not {self.score!r}")
+            raise FilterError(f"--score: one of {list(SCORES)}, not {self.score!r}")
         if self.score != "dual_xent" and (self.nmt_forward or self.nmt_reverse):
             raise FilterError("--nmt is for --score dual_xent; with --score cosine or margin it would be ignored")
         if self.score == "dual_xent":
@@ -122,16 +121,17 @@ class FilterConfig:
 
             check_directions(self.nmt_forward, self.nmt_reverse, self.langs)  # names the directory at fault
         if self.calibration not in CALIBRATIONS:
-            raise FilterError(f"calibration must be one of {list(CALIBRATIONS)}, not {self.calibration!r}")
+            raise FilterError(f"--calibration: one of {list(CALIBRATIONS)}, not {self.calibration!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
-            raise FilterError(f"max_false_reject must be in (0, 0.5), not {self.max_false_reject!r}")
+            raise FilterError(f"--max-false-reject: {self.max_false_reject!r} is out of range; pass a share of good pairs "
+                              f"in (0, 0.5), e.g. 0.02")
         if self.threshold != "auto":
             try:
                 self.threshold = float(self.threshold)
             except (TypeError, ValueError):
-                raise FilterError(f"threshold must be 'auto' or a number, not {self.threshold!r}") from None
+                raise FilterError(f"--threshold: 'auto' or a number, not {self.threshold!r}") from None
             if not np.isfinite(self.threshold):
-                raise FilterError(f"threshold must be a finite number, not {self.threshold!r}")
+                raise FilterError(f"--threshold: {self.threshold!r} is not a finite number")
             given = [name for name, value, default in (("--reference", self.reference, ""), ("--calibration", self.calibration, "reference"),
                                                        ("--max-false-reject", self.max_false_reject, MAX_FALSE_REJECT))
                      if value != default]
@@ -385,6 +385,7 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         method = "near_miss (no reference pairs)" if cfg.calibration == "reference" else "near_miss"
         method += f": highest threshold with estimated false rejects ≤ {cfg.max_false_reject:g} (good-score CDF = corpus − π·near-miss)"
         out["threshold_random_rule"] = round(t_random, 6)
+        out["corpus_vs_random_auc"] = round(separation(real, mis), 4) if len(mis) and len(real) else None
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
         elif est_fr is not None and t < false_reject_threshold(real, near, cfg.max_false_reject, share)[0]:
@@ -586,7 +587,7 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
     directory's `reference.parquet`; (None, "") when there are none (the caller falls back to near misses)."""
 
     from mtcore.data.corpus import read_corpus
-    from mtcore.embedding.encoder import REFERENCE_FILE
+    from mtcore.embedding.encoder import MIN_REFERENCE_PAIRS, REFERENCE_FILE
 
     path = Path(cfg.reference) if cfg.reference else Path(spec) / REFERENCE_FILE
     if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
@@ -756,6 +757,19 @@ def filter_corpus(
                         "pairs, above --max-false-reject %g %%: this encoder tells these pairs from random ones poorly "
                         "(a stronger encoder, or a --threshold of your own)", threshold, 100 * over,
                         100 * cfg.max_false_reject)
+        real = scores.real(cfg.score)
+        if cfg.threshold != "auto" and len(real) and not real.min() <= threshold <= real.max():
+            log.warning("--threshold %g is %s every pair's %s score (%.3f to %.3f): it %s every pair; a threshold of "
+                        "another score's scale? (cosine: -1 to 1; margin: about 1 to 2)", threshold,
+                        "above" if threshold > real.max() else "below", cfg.score, real.min(), real.max(),
+                        "rejects" if threshold > real.max() else "keeps")
+        weak = calibration.get("corpus_vs_random_auc")
+        if weak is not None and weak < MIN_RANDOM_AUC and len(rejects) > FAR_REJECT_SHARE * len(scored):
+            # without reference pairs nothing tells a weak encoder from a noisy corpus: both score like random pairs
+            log.warning("score %s tells this corpus from random pairs poorly (ROC AUC %.2f < %.2f), and the threshold "
+                        "rejects %.0f %% of it: the corpus is mostly misaligned, or the encoder is too weak for it "
+                        "(trained on few pairs?); give --reference FILE of known-good pairs, train the encoder on more, "
+                        "or pass a --threshold", cfg.score, weak, MIN_RANDOM_AUC, 100 * len(rejects) / len(scored))
         auc = calibration.get("reference_vs_random_auc")
         if auc is not None and auc < MIN_RANDOM_AUC:
             log.warning("score %s does not tell the known-good pairs from random ones (ROC AUC %.2f < %.2f): the "

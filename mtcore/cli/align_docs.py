@@ -19,7 +19,7 @@ from mtcore import checks
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.alignment.documents import DocAlignConfig, align_documents, line_numbers, read_document, resolve_split, write_alignment
-from mtcore.embedding import load_encoder
+from mtcore.embedding import check_encoder, load_encoder
 from mtcore.data.paths import DATA_DIR
 from mtcore.runs import home
 
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     split = resolve_split([args.src, args.tgt], args.split)
     src, tgt = read_document(args.src, split), read_document(args.tgt, split)
     background = tuple(read_document(path, args.split) for path in args.background) if args.background else None
+    check_encoder(args.encoder)  # a folder that is no encoder named as such, not as a missing package
     encoder = load_encoder(args.encoder)
     t0 = time.perf_counter()
     blocks = align_documents(src, tgt, encoder, cfg, background)

@@ -33,6 +33,7 @@ from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
 REFERENCE_FILE = "reference.parquet"  # held-out known-good pairs: the filter's false-reject calibration
+MIN_REFERENCE_PAIRS = 50  # fewer cannot place the filter's 2 % false-reject point
 
 
 class EncoderError(MtcoreError, ValueError):

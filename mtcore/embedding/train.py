@@ -43,6 +43,7 @@ from mtcore import checks
 from mtcore.embedding.encoder import (
     DualEncoder,
     EncoderConfig,
+    MIN_REFERENCE_PAIRS,
     REFERENCE_FILE,
     EncoderError,
     is_encoder_dir,
@@ -164,6 +165,21 @@ def clean_for_training(table: pa.Table, langs: tuple[str, str] = ("en", "vi")) -
         warn_dominant_rejects(report.to_dict(), rules)  # a corpus of other languages than `langs`: most rows rejected
         how = "mtcore.cleaning+quick_clean"
     return quick_clean(table), how
+
+
+MIN_HELDOUT = 100  # fewer held-out pairs make a P@1 that measures little (1 pair: 0 or 1)
+
+
+def warn_small(train: int, held: int, reference: int) -> None:
+    """What a small corpus leaves out, said: the retrieval figure's support, and the reference pairs that calibrate
+    `align_filter` (without them it calibrates on near misses, and a weak encoder rejects good pairs)."""
+    if held < MIN_HELDOUT:
+        log.warning("retrieval P@1 is measured on %d held-out pair(s) only (a tenth of the corpus, at most %d): it says "
+                    "little about this encoder, which trained on %d pairs", held, held, train)
+    if reference < MIN_REFERENCE_PAIRS:
+        log.warning("%d reference pair(s) held out (align_filter calibrates on ≥ %d): align_filter will calibrate on "
+                    "near misses, and an encoder trained on %d pairs may reject many good ones; give align_filter a "
+                    "--reference of known-good pairs, or train on more", reference, MIN_REFERENCE_PAIRS, train)
 
 
 def split_heldout(table: pa.Table, n: int, seed: int, exclude: set[str] | None = None) -> tuple[pa.Table, pa.Table]:
@@ -449,6 +465,7 @@ def train_encoder(
         # written even when empty (a tiny corpus): the encoder is complete, the filter falls back to near misses
         write_parquet(reference.select([c for c in ("src", "tgt", "origin") if c in reference.column_names]), tmp_out / REFERENCE_FILE)
         metrics["reference_pairs"] = len(reference)
+        warn_small(len(train), len(held), len(reference))
         (tmp_out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
         if output.exists():
             shutil.rmtree(output)
