@@ -189,6 +189,18 @@ def test_bad_inputs_fail_before_work(tmp_path, bt_inputs):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o2").__dict__, "mono": str(empty)}))
     with pytest.raises(BTError, match="--reverse-model .*directory not found"):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o3").__dict__, "reverse_model": str(tmp_path / "nope")}))
+    import gzip
+
+    (tmp_path / "mono.vi.xz").write_bytes(b"\xfd7zXZ\x00")
+    with pytest.raises(BTError, match=r"--mono: .*mono.vi.xz: compressed in a format mtcore does not read"):
+        run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o6").__dict__, "mono": str(tmp_path / "mono.vi.xz")}))
+    for lang in ("en", "vi"):  # a gzip'd Moses prefix is a corpus (it was "--corpus: … not found"): the next check speaks
+        (tmp_path / f"pair.{lang}.gz").write_bytes(gzip.compress(b"x\n"))
+    with pytest.raises(BTError, match="--mono: .*missing.vi not found"):
+        run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o7").__dict__, "corpus": str(tmp_path / "pair"),
+                                        "mono": str(tmp_path / "missing.vi")}))
+    with pytest.raises(BTError, match=r"--corpus: .*nothing: file not found \(nor nothing.en \+ nothing.vi\)"):
+        run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o8").__dict__, "corpus": str(tmp_path / "nothing")}))
     with pytest.raises(BTError, match="--reuse-from: .*nope holds no back-translation run"):
         run_backtranslation(BTConfig(**{**config(bt_inputs, tmp_path / "o4").__dict__, "reuse_from": str(tmp_path / "nope")}))
     with pytest.raises(BTError, match="--mode must be one of"):
@@ -323,6 +335,15 @@ def test_synthetic_filter_applies_the_cleaning_rules(tmp_path, bt_inputs):
     assert kept["id"].to_pylist() == [f"m{i}" for i in range(12)]
     assert report["input"] == 15 and report["kept"] == 12 and sum(report["rejected"].values()) == 3
 
+    # noised mode: the rules judge the translation, the kept row carries its noised copy (a noised copy that lost
+    # its placeholder was a placeholder_mismatch reject before)
+    noised = [("Open %s now", "Open now", "Mở %s ngay"), ("Save the file", "Save file the", "Lưu tệp")]
+    write_parquet(pa.table({"synthetic": [n for _, n, _ in noised], "synthetic_clean": [c for c, _, _ in noised],
+                            "text": [t for _, _, t in noised], "origin": ["mono"] * 2, "id": ["n0", "n1"]}), translated)
+    stage = StageDir(tmp_path, "06_synthetic_filter_noised", {"t": 2})
+    report = stage_synthetic_filter(config(bt_inputs, tmp_path / "bt2"), stage, translated, threshold=-1.0)
+    assert report["kept"] == 2 and pq.read_table(stage.path / "kept.parquet")["src"].to_pylist() == ["Open now", "Save file the"]
+
 
 def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, caplog):
     from mtcore.backtranslation.pipeline import read_mono
@@ -404,3 +425,17 @@ def test_noised_back_translations_do_not_depend_on_the_batch(tmp_path):
     whole = translate_texts(ckpt, texts, "noised", decode, seed=3)
     halves = translate_texts(ckpt, texts[:2], "noised", decode, seed=3) + translate_texts(ckpt, texts[2:], "noised", decode, seed=3)
     assert whole == halves
+
+
+def test_assemble_with_no_synthetic_pair_left_writes_the_real_ones(tmp_path):
+    """Every back-translation rejected (an English --mono, placeholders): assemble failed with an Arrow type error,
+    again on every rerun."""
+    from mtcore.backtranslation.pipeline import stage_assemble
+    from mtcore.backtranslation.stages import StageDir
+
+    real = write_parquet(pa.table({"src": ["Open"], "tgt": ["Mở"], "origin": ["o"], "id": ["o:1"]}), tmp_path / "real.parquet")
+    none = write_parquet(pa.table({"src": pa.array([], pa.string()), "tgt": pa.array([], pa.string()),
+                                   "origin": pa.array([], pa.string()), "id": pa.array([], pa.string())}), tmp_path / "none.parquet")
+    cfg = BTConfig(corpus="x", mono="y", output=str(tmp_path / "out"), upsample=2)
+    report = stage_assemble(cfg, StageDir(tmp_path / "out", "07_assemble", {"k": 1}), real, none)
+    assert (report["real_rows"], report["synthetic_rows"], report["rows"]) == (2, 0, 2)

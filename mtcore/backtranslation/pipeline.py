@@ -60,7 +60,7 @@ def read_mono(path: str | Path, keep_blank: bool = False) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise BTError(f"--mono: {path} not found")
-    from mtcore.data.corpus import CorpusError, _decode_lines, as_strings, is_text_type, origin_and_id, read_parquet_files
+    from mtcore.data.corpus import _PACKED, CorpusError, _decode_lines, as_strings, is_text_type, origin_and_id, read_parquet_files
 
     try:
         if path.suffix.lower() == ".parquet" or path.is_dir():
@@ -71,6 +71,9 @@ def read_mono(path: str | Path, keep_blank: bool = False) -> pa.Table:
                 raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
             table = as_strings(table, "text")
             table = table.set_column(table.schema.get_field_index("text"), "text", pc.fill_null(table["text"], ""))
+        elif path.name.lower().endswith(_PACKED):
+            raise BTError(f"--mono: {path}: compressed in a format mtcore does not read (it reads .gz): decompress it, "
+                          f"or recompress with gzip")
         else:
             lines = _decode_lines(path)
             tabbed = sum("\t" in line for line in lines)
@@ -139,20 +142,22 @@ def resolve_filter_models(cfg: BTConfig) -> None:
 
 
 def resolve_model_dir(spec: str) -> Path:
-    """A checkpoint directory, or an MLflow URI (`runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
+    """A checkpoint directory (a training run's folder: its best/), or an MLflow URI (`runs:/RUN_ID`: the run's best
+    checkpoint, as translate takes it; `runs:/…/translator`, `models:/NAME/VERSION`) downloaded locally."""
     if "://" in spec or spec.startswith(("runs:/", "models:/")):
-        from mtcore.tracking.fetch import FetchError
-        from mtcore.tracking.run import download
+        from mtcore.tracking.fetch import FetchError, download_checkpoint
 
         try:
-            local = download(spec)
+            local = download_checkpoint(spec)
         except FetchError as err:  # no such run, model, version or artifact path
             raise BTError(f"--reverse-model {spec}: {err}") from None
         found = [p.parent for p in local.rglob("spm.model") if (p.parent / "config.json").is_file()]
         if not found:
             raise BTError(f"--reverse-model {spec}: no mtcore checkpoint (config.json + spm.model) inside")
         return found[0]
-    path = Path(spec)
+    from mtcore.nmt.checkpoint import checkpoint_dir
+
+    path = checkpoint_dir(spec)
     if not path.is_dir():
         raise BTError(f"--reverse-model {spec}: directory not found (or use 'train')")
     return path
@@ -263,7 +268,9 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
 
     out = stage.begin()
     t = read_parquet_table(translated)
-    pairs = pa.table({"src": t["synthetic"], "tgt": t["text"], "origin": t["origin"], "id": t["id"]})
+    # noised mode: the rules and the cosine judge the translation; the kept rows then take its noised copy
+    judged = t["synthetic_clean"] if "synthetic_clean" in t.column_names else t["synthetic"]
+    pairs = pa.table({"src": judged, "tgt": t["text"], "origin": t["origin"], "id": t["id"]})
     scored = score_batch(pairs, load_config(cfg.clean_config).for_pairs_alone())
     pairs = scored.select(["src", "tgt", "origin", "id"])  # normalised as the cleaning stage normalises
     src, tgt = pairs["src"].to_pylist(), pairs["tgt"].to_pylist()
@@ -282,6 +289,9 @@ def stage_synthetic_filter(cfg: BTConfig, stage: StageDir, translated: Path, thr
     else:
         kept, cos_rejects, used = candidates, rule_rejects.schema.empty_table(), threshold
     rejects = pa.concat_tables([rule_rejects, cos_rejects])
+    if "synthetic_clean" in t.column_names:
+        noised = dict(zip(t["id"].to_pylist(), t["synthetic"].to_pylist()))
+        kept = kept.set_column(0, "src", pa.array([noised[i] for i in kept["id"].to_pylist()], pa.string()))
     if cfg.tag:
         kept = kept.set_column(0, "src", pc.binary_join_element_wise(pa.array([BT_TAG] * len(kept), pa.string()), kept["src"], " "))
     write_parquet(kept, out / "kept.parquet")
@@ -299,15 +309,16 @@ def stage_assemble(cfg: BTConfig, stage: StageDir, aligned: Path, synthetic: Pat
     real = read_corpus(aligned).select(["src", "tgt", "origin", "id"])
     copies = []
     for k in range(cfg.upsample):
-        ids = real["id"] if k == 0 else pc.binary_join_element_wise(real["id"], pa.array([f"up{k}"] * len(real)), "~")
+        ids = real["id"] if k == 0 else pc.binary_join_element_wise(real["id"], pa.array([f"up{k}"] * len(real), pa.string()), "~")
         copies.append(real.set_column(3, "id", ids))
     real_up = pa.concat_tables(copies)
     real_up = real_up.append_column("synthetic", pa.array([False] * len(real_up)))
     synth = read_parquet_table(synthetic).select(["src", "tgt", "origin", "id"])
     # `bt:` marks where a synthetic row came from: a mono file named like the corpus (a/train.parquet, b/train.parquet)
     # gave both the same ids and origins, and the set's ids were no longer unique
-    synth = synth.set_column(2, "origin", pc.binary_join_element_wise(pa.array(["bt"] * len(synth)), synth["origin"], ":"))
-    synth = synth.set_column(3, "id", pc.binary_join_element_wise(pa.array(["bt"] * len(synth)), synth["id"], ":"))
+    bt = pa.array(["bt"] * len(synth), pa.string())  # typed: with no synthetic row, an untyped [] is null and fails
+    synth = synth.set_column(2, "origin", pc.binary_join_element_wise(bt, pc.cast(synth["origin"], pa.string()), ":"))
+    synth = synth.set_column(3, "id", pc.binary_join_element_wise(bt, pc.cast(synth["id"], pa.string()), ":"))
     synth = synth.append_column("synthetic", pa.array([True] * len(synth))).cast(real_up.schema)
     augmented = pa.concat_tables([real_up, synth])
     write_parquet(augmented, out / "augmented" / "part-00000.parquet")
@@ -339,8 +350,12 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         from mtcore.cleaning import load_config
 
         load_config(cfg.clean_config)  # its errors now, not after the first stage
-    if not Path(cfg.corpus).exists() and not Path(cfg.corpus + ".en").exists():
-        raise BTError(f"--corpus: {cfg.corpus} not found")
+    from mtcore.data.corpus import CorpusError, check_exists
+
+    try:
+        check_exists(cfg.corpus)  # a Moses prefix as the readers find it: .gz sides, Train.EN
+    except CorpusError as err:
+        raise BTError(f"--corpus: {err}") from None
     checks.output_apart(root, {"--corpus": cfg.corpus, "--mono": cfg.mono})
     mono = read_mono(cfg.mono, keep_blank=True)
     given = check_reverse_model(cfg.reverse_model, [t for t in mono["text"].slice(0, 400).to_pylist() if t.strip()][:200])
