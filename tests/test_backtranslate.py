@@ -439,3 +439,14 @@ def test_assemble_with_no_synthetic_pair_left_writes_the_real_ones(tmp_path):
     cfg = BTConfig(corpus="x", mono="y", output=str(tmp_path / "out"), upsample=2)
     report = stage_assemble(cfg, StageDir(tmp_path / "out", "07_assemble", {"k": 1}), real, none)
     assert (report["real_rows"], report["synthetic_rows"], report["rows"]) == (2, 0, 2)
+
+
+def test_the_summary_keeps_its_columns_for_reused_stages():
+    """"synthetic_filter (reused)" is 25 characters: it ran into the counts of an 18-character column."""
+    from mtcore.backtranslation.pipeline import BTResult, stage_table
+
+    stages = [{"stage": "clean", "input": 1500, "kept": 1466, "rejected": {"duplicate": 34}},
+              {"stage": "synthetic_filter", "input": 3000, "kept": 2900, "rejected": {"repetition": 100}}]
+    table = stage_table(BTResult(Path("o"), Path("o/a"), stages, ["synthetic_filter"], "r", None, None, 1.0)).splitlines()
+    assert table[3].startswith("synthetic_filter (reused) ")
+    assert table[2].index("1,500") == table[3].index("3,000") and table[2].index("1,466") == table[3].index("2,900"), table

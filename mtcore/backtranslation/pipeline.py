@@ -479,15 +479,17 @@ def _log_run(run, cfg: BTConfig, reports: dict, root: Path, synthetic: Path, ela
 
 def stage_table(result: BTResult) -> str:
     """The printed summary: one line per stage, counts in and out and the main reasons."""
-    lines = [f"{'stage':<18}{'in':>9}{'out':>9}  rejected by reason", "-" * 78]
+    names = {r["stage"]: r["stage"] + (" (reused)" if r["stage"] in result.reused else "") for r in result.stages}
+    w = max([18, *(len(n) + 1 for n in names.values())])  # "synthetic_filter (reused)" ran into its counts
+    lines = [f"{'stage':<{w}}{'in':>9}{'out':>9}  rejected by reason", "-" * (w + 60)]
     for r in result.stages:
-        name = r["stage"] + (" (reused)" if r["stage"] in result.reused else "")
+        name = names[r["stage"]]
         if "input" in r:
             reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(r.get("rejected", {}).items(), key=lambda kv: -kv[1])[:4])
-            lines.append(f"{name:<18}{r['input']:>9,}{r['kept']:>9,}  {reasons}")
+            lines.append(f"{name:<{w}}{r['input']:>9,}{r['kept']:>9,}  {reasons}")
         elif r["stage"] == "reverse_model":
             bleu = f"dev BLEU {r['dev_bleu']:.2f}" if r.get("dev_bleu") is not None else "given"
-            lines.append(f"{name:<18}{'':>9}{'':>9}  {bleu}  {r['checkpoint']}")
+            lines.append(f"{name:<{w}}{'':>9}{'':>9}  {bleu}  {r['checkpoint']}")
         else:
-            lines.append(f"{name:<18}{r['real_rows']:>9,}{r['rows']:>9,}  real×{r['upsample']} + {r['synthetic_rows']:,} synthetic ({r['synthetic_share']:.1%})")
+            lines.append(f"{name:<{w}}{r['real_rows']:>9,}{r['rows']:>9,}  real×{r['upsample']} + {r['synthetic_rows']:,} synthetic ({r['synthetic_share']:.1%})")
     return "\n".join(lines)
