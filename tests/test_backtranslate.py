@@ -98,6 +98,10 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     # A ratio too small for any sentence: said as such (it read "none of its sentences is left", blaming the text)
     with pytest.raises(BTError, match=r"--ratio 0.001 × \d+ real pairs leaves a budget of 0 sentences"):
         run_backtranslation(config(bt_inputs, tmp_path / "bt-tiny-ratio", mode="beam", tag=False, reuse_from=str(out), ratio=0.001))
+    # ... and a run that stopped (an error, Ctrl-C) remembers what it borrowed: a rerun without --reuse-from takes it
+    from mtcore.backtranslation.stages import recorded_donor
+
+    assert recorded_donor(tmp_path / "bt-tiny-ratio") == str(out.absolute())
     # The first run's reverse model changes (a rerun there): what this run made from it is made again.
     marker = out / "03_reverse_model" / "_stage.json"
     body = json.loads(marker.read_text())

@@ -415,6 +415,8 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
             remove_outputs(root)  # another augmented set is coming: the last one's exports and pointer go now
         assembled = run("assemble", stage_assemble, aligned, synthetic) / "augmented"
     except BaseException as err:
+        with contextlib.suppress(Exception):  # a rerun without --reuse-from takes the stages borrowed so far again
+            donor.write_record(root)
         if tracked is not None:
             with contextlib.suppress(Exception):  # the stage's error is the one to report
                 tracked.end("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
