@@ -69,6 +69,8 @@ CATALOGUE = [
          absent="new_out"),  # a user's `_score` column failed inside a Ray worker with a 266-line traceback
     case("clean-rules-min-above-max", CLEAN, "--input", "{tsv}", "--output", "{new_out}", "--config", "{rules_ranges}",
          culprit="min_ratio", absent="new_out"),
+    case("backtranslate-clean-config-missing", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--clean-config", "{new_out}.yaml", culprit="new_out.yaml", absent="new_out"),  # the option was refused as unknown
     case("backtranslate-unknown-reverse-preset", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
          "--reverse-preset", "nope", culprit="--reverse-preset", absent="new_out"),
     case("report-dead-server", REPORT, "--store", "http://127.0.0.1:9", "--output", "{new_out}", culprit="127.0.0.1:9", absent="new_out"),

@@ -132,4 +132,4 @@ def test_a_rule_rejecting_most_of_a_corpus_is_said_with_its_likely_cause(caplog)
         warn_dominant_rejects({"input": 160, "kept": 0, "rejected": {"wrong_language": 150, "empty": 10}}, load_config())
         warn_dominant_rejects({"input": 160, "kept": 100, "rejected": {"wrong_language": 60}}, load_config())
     assert caplog.text.count("rejected") == 1
-    assert "wrong_language rejected 150 of 160 pairs (94 %); is the corpus en-vi? pass its languages with --langs" in caplog.text
+    assert "wrong_language rejected 150 of 160 pairs (94 %); is the corpus en-vi, source first? pass its languages with --langs" in caplog.text

@@ -336,7 +336,8 @@ def warn_dominant_rejects(report: dict, cfg: CleaningConfig, share: float = 0.5)
     n = report.get("input", 0)
     for reason, count in sorted(report.get("rejected", {}).items(), key=lambda kv: -kv[1]):
         if n and count > share * n:
-            hint = (f"; is the corpus {'-'.join(cfg.languages)}? pass its languages with --langs SRC-TGT"
+            hint = (f"; is the corpus {'-'.join(cfg.languages)}, source first? pass its languages with --langs SRC-TGT "
+                    f"(clean, align_filter, training), or swap its columns"
                     if reason == "wrong_language" else "; check that rule's settings for this corpus (--config)")
             log.warning("%s rejected %s of %s pairs (%.0f %%)%s", reason, f"{count:,}", f"{n:,}", 100 * count / n, hint)
 

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--align-score", choices=ALIGN_SCORES, default=DEFAULTS.align_score,
                     help="the align-filter stage's score: margin, cosine, or the pair classifier beside the encoder "
                          "(trained on first use for the built-in one) (default: %(default)s)")
+    ap.add_argument("--clean-config", default=None, metavar="YAML",
+                    help="cleaning rules for the corpus and the synthetic pairs (default: mtcore's); its test_overlap "
+                         "paths keep your own dev/test sentences out of the training data and the back-translated ones")
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)
     ap.add_argument("--overwrite", action="store_true", help="redo every stage")
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         align_score=args.align_score,
         reverse_minutes=args.reverse_minutes, reverse_steps=args.reverse_steps, reverse_preset=args.reverse_preset,
         reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
-        reuse_from=args.reuse_from,
+        reuse_from=args.reuse_from, clean_config=args.clean_config,
     )
     result = run_backtranslation(cfg)
     print(stage_table(result))
