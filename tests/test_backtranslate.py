@@ -73,7 +73,7 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
     data, lineage = resolve_data(out)  # `--data OUT` trains on the assembled set, with its lineage
     assert data == result.augmented and lineage["mlflow_run_id"] == result.mlflow_run_id and lineage["fingerprint"]
 
-    with pytest.raises(BTError, match="holds a different run's artifacts"):
+    with pytest.raises(BTError, match=r"holds a different run's artifacts \(stages \['05_backtranslate', .*05_backtranslate: .*mode: 'noised' → 'beam'"):
         run_backtranslation(config(bt_inputs, out, mode="beam", tag=False))
 
     # Beam instead of noise, told where the first run is: its stages up to the selected sentences are used in place
@@ -454,3 +454,15 @@ def test_the_summary_keeps_its_columns_for_reused_stages():
     table = stage_table(BTResult(Path("o"), Path("o/a"), stages, ["synthetic_filter"], "r", None, None, 1.0)).splitlines()
     assert table[3].startswith("synthetic_filter (reused) ")
     assert table[2].index("1,500") == table[3].index("3,000") and table[2].index("1,466") == table[3].index("2,900"), table
+
+
+def test_a_refused_output_names_the_settings_that_changed(tmp_path):
+    """It named the stages only, the same words for an edited --mono as for another --ratio."""
+    from mtcore.backtranslation.stages import StageDir, check_output
+
+    made = StageDir(tmp_path, "04_select_mono", {"mono": {"content": "a" * 16}, "ratio": 1.0})
+    made.begin()
+    made.finish({"kept": 1})
+    now = StageDir(tmp_path, "04_select_mono", {"mono": {"content": "b" * 16}, "ratio": 2.0})
+    with pytest.raises(BTError, match=r"04_select_mono: mono.content: 'aaaa.*' → 'bbbb.*', ratio: 1.0 → 2.0\); pass --overwrite"):
+        check_output([now], overwrite=False)

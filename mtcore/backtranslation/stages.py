@@ -21,6 +21,7 @@ MARKER = "_stage.json"
 class StageDir:
     def __init__(self, root: Path, name: str, settings: dict):
         self.name, self.path = name, root / name
+        self.settings = json.loads(json.dumps(settings, sort_keys=True, default=str))  # as the marker stores them
         self.hash = settings_hash(settings)
 
     @property
@@ -42,8 +43,17 @@ class StageDir:
         self.path.mkdir(parents=True)
         return self.path
 
+    def changes(self) -> list[str]:
+        """`ratio: 1.0 → 2.0`: what differs between the finished stage's settings and this run's (a marker written
+        before the settings were kept in it: nothing to name)."""
+        old = _flat(json.loads((self.path / MARKER).read_text()).get("settings") or {})
+        if not old:
+            return []
+        new = _flat(self.settings)
+        return [f"{k}: {_short(old.get(k))} → {_short(new.get(k))}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
     def finish(self, report: dict) -> dict:
-        body = {"stage": self.name, "settings_hash": self.hash, "report": report}
+        body = {"stage": self.name, "settings_hash": self.hash, "settings": self.settings, "report": report}
         (self.path / MARKER).write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n")
         return report
 
@@ -127,12 +137,31 @@ def _digest(stage: StageDir) -> str:
     return hashlib.sha256((stage.path / MARKER).read_bytes()).hexdigest()[:16]
 
 
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _short(value: object) -> str:
+    text = "(none)" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
 def check_output(stages: list[StageDir], overwrite: bool) -> None:
-    conflicts = [s.name for s in stages if s.conflicting()]
+    conflicting = [s for s in stages if s.conflicting()]
+    conflicts = [s.name for s in conflicting]
     if conflicts and not overwrite:
+        changed = conflicting[0].changes()  # the first stage's: the later ones follow from it
+        what = (f"; {conflicting[0].name}: {', '.join(changed[:4])}" + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+                if changed else "")
         raise BTError(
             f"{stages[0].path.parent} holds a different run's artifacts (stages {conflicts} were made with other "
-            f"settings); pass --overwrite to redo them or choose another --output"
+            f"settings{what}); pass --overwrite to redo them or choose another --output"
         )
     if overwrite:
         for s in stages:
