@@ -493,6 +493,18 @@ def test_a_corpus_too_small_for_the_margin_is_scored_by_cosine(encoder_dir, tmp_
                                use_ray=False, track=False)
     assert "too few for the margin" in caplog.text and result.report["score"] == "cosine"
     assert result.report["kept"] == 3
+    assert "does not tell the known-good pairs from random" not in caplog.text  # 3 pairs' random partners repeat
+
+
+def test_copies_are_said_to_score_as_aligned(encoder_dir, tmp_path, caplog):
+    """A corpus of copies (target = source) kept 499 of 500 pairs with a noise share of 0.0 and no word."""
+    pairs = tiny_corpus().slice(700, 20)
+    copies = pairs.set_column(1, "tgt", pairs["src"]).slice(0, 10)
+    src = write_parquet(pa.concat_tables([pairs.slice(10, 10), copies]), tmp_path / "copies.parquet")
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):
+        filter_corpus(src, tmp_path / "out", FilterConfig(encoder=encoder_dir, reference=_reference(tmp_path)),
+                      use_ray=False, track=False)
+    assert "10 of 20 pairs are copies (target = source)" in caplog.text
 
 
 def test_a_given_threshold_beyond_every_score_is_said(encoder_dir, tmp_path, caplog):

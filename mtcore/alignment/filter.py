@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mtcore import checks
 from mtcore.alignment import negatives
@@ -77,6 +78,8 @@ PAIR_MODELS = ("dual_xent", "classifier")  # scores a model computes from the pa
 # which raises every margin's denominator, and the margin rejected 10 % of clean 20-pair windows and 4 % of 50-pair
 # ones against cosine's 2.5 % and 1.2 %; from 200 pairs the two are within a point (benchmarks/align_small_corpus.py).
 MIN_MARGIN_PAIRS = 200
+MIN_JUDGED_PAIRS = 20  # distinct pairs below which the random-pair comparisons judge nothing (partners repeat)
+COPY_SHARE = 0.2  # copies (target = source) above this share of a corpus are worth a warning
 FAR_REJECT_SHARE = 0.10  # a corpus far below the reference pairs is worth a warning when this much of it is rejected
 
 
@@ -730,7 +733,11 @@ def filter_corpus(
     scored, empty = split_empty_sides(table)
     if not len(scored):
         raise FilterError(f"{input_path}: every pair has an empty side; nothing to score")
-    distinct = len(unique_pairs(scored)[0]) if cfg.score == "margin" else 0
+    distinct = len(unique_pairs(scored)[0])
+    copies = int(pc.sum(pc.equal(pc.utf8_lower(scored["src"]), pc.utf8_lower(scored["tgt"]))).as_py() or 0)
+    if copies > COPY_SHARE * len(scored):  # an embedding places a copy next to itself: it scores as aligned
+        log.warning("%s: %d of %d pairs are copies (target = source), which score as aligned here; the cleaning "
+                    "stage's untranslated rule rejects them (pipelines/clean.py)", input_path, copies, len(scored))
     if cfg.score == "margin" and distinct < max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1):
         # The margin divides by a pair's k nearest neighbours: in a small corpus they are most of it (with one pair
         # every margin is 1.0), and see MIN_MARGIN_PAIRS: cosine is the score that holds
@@ -763,14 +770,15 @@ def filter_corpus(
                         "another score's scale? (cosine: -1 to 1; margin: about 1 to 2)", threshold,
                         "above" if threshold > real.max() else "below", cfg.score, real.min(), real.max(),
                         "rejects" if threshold > real.max() else "keeps")
-        weak = calibration.get("corpus_vs_random_auc")
+        weak = calibration.get("corpus_vs_random_auc") if distinct >= MIN_JUDGED_PAIRS else None
         if weak is not None and weak < MIN_RANDOM_AUC and len(rejects) > FAR_REJECT_SHARE * len(scored):
             # without reference pairs nothing tells a weak encoder from a noisy corpus: both score like random pairs
             log.warning("score %s tells this corpus from random pairs poorly (ROC AUC %.2f < %.2f), and the threshold "
                         "rejects %.0f %% of it: the corpus is mostly misaligned, or the encoder is too weak for it "
                         "(trained on few pairs?); give --reference FILE of known-good pairs, train the encoder on more, "
                         "or pass a --threshold", cfg.score, weak, MIN_RANDOM_AUC, 100 * len(rejects) / len(scored))
-        auc = calibration.get("reference_vs_random_auc")
+        # a random partner of a corpus of one or two distinct pairs is mostly the pair itself: no judgement of the score
+        auc = calibration.get("reference_vs_random_auc") if distinct >= MIN_JUDGED_PAIRS else None
         if auc is not None and auc < MIN_RANDOM_AUC:
             log.warning("score %s does not tell the known-good pairs from random ones (ROC AUC %.2f < %.2f): the "
                         "random-pair rule is not applied, and at most --max-false-reject of good pairs are rejected; "
