@@ -71,15 +71,17 @@ def input_files(path: str | Path, langs: tuple[str, str] | None = None) -> list[
         return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
     if path.is_file():
         return [path]
-    # In any case, as the reader finds them (`Train.en` for the prefix `train`, `c.en.GZ`): a file the reader
-    # opens and this list missed left the corpus unhashed, and a changed corpus reused.
+    # The files the reader opens, found as it finds them (`Train.en` for the prefix `train`, `c.en.GZ`): a file the
+    # reader opened and this list missed left the corpus unhashed, and a changed corpus reused.
+    if langs:
+        from mtcore.data.corpus import _side_file
+
+        return sorted(f for f in (_side_file(path, lang) for lang in langs) if f.is_file())
     stem = path.name.lower() + "."
     parent = path.parent if path.parent.is_dir() else None
-    wanted = {lang.lower() for lang in langs} if langs else None
     suffixes = {p: p.name[len(stem):].lower() for p in (parent.iterdir() if parent else ())
                 if p.name.lower().startswith(stem) and _LANGUAGE_SUFFIX.fullmatch(p.name[len(stem):]) and p.is_file()}
-    languages = {p: suffix.split(".")[0] for p, suffix in suffixes.items() if suffix.split(".")[0] not in _FORMATS
-                 and (wanted is None or suffix.split(".")[0] in wanted)}
+    languages = {p: suffix.split(".")[0] for p, suffix in suffixes.items() if suffix.split(".")[0] not in _FORMATS}
     plain = {lang for p, lang in languages.items() if not suffixes[p].endswith(".gz")}
     # the reader takes PREFIX.en over a PREFIX.en.gz beside it: that one is not the corpus
     return sorted(p for p, lang in languages.items() if not (suffixes[p].endswith(".gz") and lang in plain))

@@ -514,3 +514,6 @@ def test_a_given_threshold_beyond_every_score_is_said(encoder_dir, tmp_path, cap
         result = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=encoder_dir, score="cosine", threshold=5.0),
                                use_ray=False, track=False)
     assert result.report["kept"] == 0 and "--threshold 5 is above every pair's cosine score" in caplog.text
+    # a threshold given on the margin's scale keeps the margin on a corpus under MIN_MARGIN_PAIRS (above 2k pairs)
+    kept_margin = filter_corpus(src, tmp_path / "out2", FilterConfig(encoder=encoder_dir, threshold=1.0), use_ray=False, track=False)
+    assert kept_margin.report["score"] == "margin"

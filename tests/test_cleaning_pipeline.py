@@ -83,6 +83,9 @@ def test_duplicates_of_a_text_file_keep_the_earlier_line():
     kept, rejects, _ = clean_table(table, build_config(["NonEmpty", "Duplicates"]))
     assert kept.column("id").to_pylist() == ["dup.tsv:2", "dup.tsv:3"]
     assert rejects.column("id").to_pylist() == ["dup.tsv:10"] and rejects.column("detail")[0].as_py() == "duplicate of id dup.tsv:2"
+    plural = table.set_column(3, "id", pa.array(["m.po:40", "m.po:3", "m.po:5/1"]))  # a catalog's plural form at line 5
+    kept, rejects, _ = clean_table(plural, build_config(["NonEmpty", "Duplicates"]))
+    assert rejects.column("id").to_pylist() == ["m.po:40"]
 
 
 def test_same_result_in_any_batch_size():

@@ -381,6 +381,8 @@ def test_what_is_there_instead_of_a_readable_corpus_is_named(tmp_path):
     (tmp_path / "mac.vi").write_bytes("Mở\rLưu\rThoát\r".encode())
     with pytest.raises(CorpusError, match=r"mac.en: its lines end in a bare carriage return"):
         read_corpus(tmp_path / "mac")
+    (tmp_path / "cell.tsv").write_bytes(b"line one\rline two\tdong")  # one line with a soft break, no newline: read as such
+    assert read_corpus(tmp_path / "cell.tsv")["src"].to_pylist() == ["line one\rline two"]
     for lang in ("en", "vi"):
         (tmp_path / f"opus.{lang}.xz").write_bytes(b"\xfd7zXZ")
     with pytest.raises(CorpusError, match=r"opus: found opus.en.xz, opus.vi.xz, compressed in a format mtcore does not read"):
@@ -406,6 +408,15 @@ def test_a_struct_column_of_the_two_languages_is_the_pair(tmp_path):
     assert read_corpus(tmp_path / "defr.parquet", src_lang="de", tgt_lang="fr")["tgt"].to_pylist() == ["Ouvrir"]
     with pytest.raises(CorpusError, match=r"missing column.*struct column of fields 'en' and 'vi'"):
         read_corpus(tmp_path / "defr.parquet")
-    pq.write_table(pa.table({"source": ["a"], "target": ["b"], "en": ["a"], "vi": ["b"]}), tmp_path / "two.parquet")
-    with pytest.raises(CorpusError, match=r"'source' and 'en' each name the src side, 'target' and 'vi' each name the tgt side"):
+    pq.write_table(pa.table({"source_text": ["a"], "src_sentence": ["a"], "target_text": ["b"]}), tmp_path / "two.parquet")
+    with pytest.raises(CorpusError, match=r"'source_text' and 'src_sentence' each name the src side: keep one column per side"):
         read_corpus(tmp_path / "two.parquet")
+    # surer names first: the languages' codes, then a pair of role words (a provenance column `source` beside en/vi,
+    # an `id` column beside source/target in an en-id corpus, or a `translation` column, are no side)
+    for names, langs, expected in ((["en", "vi", "source"], ("en", "vi"), ("en", "vi")),
+                                   (["source", "target", "translation"], ("en", "vi"), ("source", "target")),
+                                   (["id", "source", "target"], ("en", "id"), ("source", "target")),
+                                   (["source", "target", "en", "vi"], ("en", "vi"), ("en", "vi"))):
+        pq.write_table(pa.table({n: [f"{n} text"] for n in names}), tmp_path / "tiers.parquet")
+        t = read_corpus(tmp_path / "tiers.parquet", src_lang=langs[0], tgt_lang=langs[1])
+        assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == tuple(f"{n} text" for n in expected), names

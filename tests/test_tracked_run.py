@@ -94,6 +94,9 @@ def test_runs_left_running_by_a_killed_process_are_ended_by_the_next_run(mlflow_
     assert by_name["killed-job"].info.status == by_name["its-child"].info.status == "KILLED"
     assert "ended without closing this run" in by_name["killed-job"].data.tags["mtcore.end_reason"]
     assert "killed-job" in caplog.text and "marked KILLED" in caplog.text
+    resumed = open_run("train", "killed-job", continue_named=True)  # a resume: no longer "ended by a later run"
+    assert "mtcore.end_reason" not in resumed.tags() and resumed.status() == "RUNNING"
+    resumed.end()
     tune_id = client.get_run(alive_parent.run_id).info.experiment_id
     assert end_orphaned_runs(client, tune_id) == []
     trial = client.search_runs([tune_id], filter_string="attributes.run_name = 'trial'")

@@ -738,13 +738,15 @@ def filter_corpus(
     if copies > COPY_SHARE * len(scored):  # an embedding places a copy next to itself: it scores as aligned
         log.warning("%s: %d of %d pairs are copies (target = source), which score as aligned here; the cleaning "
                     "stage's untranslated rule rejects them (pipelines/clean.py)", input_path, copies, len(scored))
-    if cfg.score == "margin" and distinct < max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1):
-        # The margin divides by a pair's k nearest neighbours: in a small corpus they are most of it (with one pair
-        # every margin is 1.0), and see MIN_MARGIN_PAIRS: cosine is the score that holds
+    # The margin divides by a pair's k nearest neighbours: in a small corpus they are most of it (with one pair every
+    # margin is 1.0), and see MIN_MARGIN_PAIRS. A threshold the user gave is on the margin's scale: kept, down to 2k.
+    needed = max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1) if cfg.threshold == "auto" else 2 * cfg.k + 1
+    if cfg.score == "margin" and distinct < needed:
         log.warning("%s: %d distinct pairs are too few for the margin (it needs %d: a small corpus is its own pairs' "
-                    "neighbourhood); scored by cosine", input_path, distinct, max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1))
+                    "neighbourhood); scored by cosine", input_path, distinct, needed)
         cfg = replace(cfg, score="cosine")
     kept, rejects, threshold, scores, timing = filter_table(scored, cfg, use_ray=use_ray)
+    judged_rejects = len(rejects)  # by the threshold; the empty-side pairs were never scored
     rejects = pa.concat_tables([empty, rejects])
 
     with stage.writing() as work:
@@ -771,12 +773,12 @@ def filter_corpus(
                         "above" if threshold > real.max() else "below", cfg.score, real.min(), real.max(),
                         "rejects" if threshold > real.max() else "keeps")
         weak = calibration.get("corpus_vs_random_auc") if distinct >= MIN_JUDGED_PAIRS else None
-        if weak is not None and weak < MIN_RANDOM_AUC and len(rejects) > FAR_REJECT_SHARE * len(scored):
+        if weak is not None and weak < MIN_RANDOM_AUC and judged_rejects > FAR_REJECT_SHARE * len(scored):
             # without reference pairs nothing tells a weak encoder from a noisy corpus: both score like random pairs
             log.warning("score %s tells this corpus from random pairs poorly (ROC AUC %.2f < %.2f), and the threshold "
                         "rejects %.0f %% of it: the corpus is mostly misaligned, or the encoder is too weak for it "
                         "(trained on few pairs?); give --reference FILE of known-good pairs, train the encoder on more, "
-                        "or pass a --threshold", cfg.score, weak, MIN_RANDOM_AUC, 100 * len(rejects) / len(scored))
+                        "or pass a --threshold", cfg.score, weak, MIN_RANDOM_AUC, 100 * judged_rejects / len(scored))
         # a random partner of a corpus of one or two distinct pairs is mostly the pair itself: no judgement of the score
         auc = calibration.get("reference_vs_random_auc") if distinct >= MIN_JUDGED_PAIRS else None
         if auc is not None and auc < MIN_RANDOM_AUC:

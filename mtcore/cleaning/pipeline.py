@@ -115,8 +115,9 @@ def decide_duplicates(meta: pa.Table, cfg: CleaningConfig) -> DuplicateDecision:
         return empty
     df = meta.select(["id", "_reason", "_h_exact", "_h_near", "_rowkey"]).to_pandas()
     df = df[df["_reason"].isna()]
-    # NAME:LINE ids (the text readers') in line order: as text, file.tsv:10 came before file.tsv:2
-    df = df.assign(_order=df["id"].str.replace(r":(\d+)$", lambda m: ":" + m.group(1).zfill(12), regex=True))
+    # NAME:LINE ids (the text readers'; a catalog's plural form NAME:LINE/1) in line order: as text, file.tsv:10
+    # came before file.tsv:2
+    df = df.assign(_order=df["id"].str.replace(r":(\d+)(?=(?:/\d+)?$)", lambda m: ":" + m.group(1).zfill(12), regex=True))
     df = df.sort_values(["_order", "_h_exact", "_rowkey"], kind="stable")
     out_keys, out_reasons, out_details = [], [], []
     for key, reason, enabled in (("_h_exact", dup.reason, True), ("_h_near", dup.near_reason, dup.normalized)):

@@ -73,7 +73,8 @@ def _decode_lines(path: Path) -> list[str]:
         raise CorpusError(f"{path}:{line_no}: invalid UTF-8 (byte {raw[err.start]:#04x} at offset {err.start})") from None
     # Lines end at \n (as for wc -l and the Moses tools); a lone \r inside a line stays text, which the
     # cleaning's whitespace normalisation turns into a space, so line numbers are those of the file.
-    if "\r" in text and "\n" not in text.rstrip("\r"):  # every line ends in a bare \r: read as one line, pairs merge
+    segments = sum(1 for x in text.split("\r") if x.strip()) if "\r" in text and "\n" not in text.rstrip("\r") else 0
+    if segments >= 3 or (segments == 2 and text.endswith("\r")):  # lines ending in a bare \r: one line, pairs merged
         raise CorpusError(f"{path}: its lines end in a bare carriage return (\\r, old Mac line ends), which would read "
                           f"as one line; convert them to \\n (e.g. tr '\\r' '\\n')")
     lines = text.replace("\r\n", "\n").split("\n")
@@ -95,20 +96,57 @@ _LANGUAGE_NAMES = {"en": "english", "vi": "vietnamese", "de": "german", "fr": "f
                    "ja": "japanese", "ko": "korean", "ar": "arabic", "th": "thai", "id": "indonesian"}
 
 
+_PAIRS_OF_WORDS = (("source", "target"), ("src", "trg"), ("original", "translation"), ("msgid", "msgstr"))
+
+
+def _said(name: str) -> str:
+    """A column name without its filler words: `source_text` → source, `Text-EN` → en."""
+    return "_".join(w for w in re.split(r"[^0-9a-z]+", name.strip().lower()) if w and w not in _FILLER_WORDS)
+
+
+def _tiers(src_lang: str, tgt_lang: str):
+    """(name → "src"/"tgt"/None) matchers, surest first: the languages' codes, a pair of role words, a role word,
+    the languages' English names, then any of these with filler words around (`column_role`)."""
+    langs = {"src": src_lang.lower().replace("-", "_"), "tgt": tgt_lang.lower().replace("-", "_")}
+    names = {role: _LANGUAGE_NAMES.get(lang.split("_")[0]) for role, lang in langs.items()}
+
+    def exact(table):
+        return lambda n: next((role for role, words in table.items() if n.strip().lower().replace("-", "_") in words), None)
+
+    yield exact({role: {lang} for role, lang in langs.items()})
+    for a, b in _PAIRS_OF_WORDS:
+        yield exact({"src": {a}, "tgt": {b}})
+    yield exact(ROLE_WORDS)
+    yield exact({role: {name} for role, name in names.items() if name})
+    yield lambda n: column_role(n, src_lang, tgt_lang)
+
+
 def column_role(name: str, src_lang: str = "en", tgt_lang: str = "vi") -> str | None:
-    """"src", "tgt" or None: the side a column's name says, for a corpus read src_lang → tgt_lang."""
-    words = [w for w in re.split(r"[^0-9a-z]+", name.strip().lower()) if w and w not in _FILLER_WORDS]
-    said = "_".join(words)
+    """"src", "tgt" or None: the side a column's name says, for a corpus read src_lang → tgt_lang, filler words
+    (`text`, `sentence`) left out."""
+    said = _said(name)
     for role, lang in (("src", src_lang), ("tgt", tgt_lang)):
-        lang = lang.lower()
-        base = lang.split("_")[0]
-        if said in ROLE_WORDS[role] or said in (lang, _LANGUAGE_NAMES.get(base)):
+        lang = lang.lower().replace("-", "_")
+        if said in ROLE_WORDS[role] or said in (lang, _LANGUAGE_NAMES.get(lang.split("_")[0])):
             return role
     return None
 
 
-def _header_roles(cols: list[str], src_lang: str, tgt_lang: str) -> tuple[str | None, ...]:
-    return tuple(column_role(c, src_lang, tgt_lang) for c in cols)
+def pair_columns(names: list[str], src_lang: str = "en", tgt_lang: str = "vi") -> tuple[str, str] | None:
+    """The (source, target) columns of a table: `src`/`tgt`, else the first of `_tiers` under which exactly one
+    column says each side (`en`/`vi` before `source`/`target` before `english`/`vietnamese` before `source_text`;
+    so a provenance column `source` beside `en` and `vi`, or a column `id` beside `source` and `target` in an en-id
+    corpus, is no side). None when no tier names both sides once."""
+    if {"src", "tgt"} <= set(names):
+        return "src", "tgt"
+    for role_of in _tiers(src_lang, tgt_lang):
+        by_role: dict[str, list[str]] = {"src": [], "tgt": []}
+        for name in names:
+            if role := role_of(name):
+                by_role[role].append(name)
+        if len(by_role["src"]) == 1 and len(by_role["tgt"]) == 1:
+            return by_role["src"][0], by_role["tgt"][0]
+    return None
 
 
 def _csv_quoted(field: str) -> bool:
@@ -131,9 +169,10 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
         if line_no == 1:
-            roles = _header_roles(cols[:2] if len(cols) > 2 and not any(c.strip() for c in cols[2:]) else cols,
-                                  src_lang, tgt_lang)
-            if len(roles) > 2 and roles.count("src") == 1 and roles.count("tgt") == 1:  # `id source target score`
+            named = cols[:2] if len(cols) > 2 and not any(c.strip() for c in cols[2:]) else cols
+            found = pair_columns(named, src_lang, tgt_lang) if len(set(named)) == len(named) else None
+            roles = () if found is None else tuple("src" if c == found[0] else "tgt" if c == found[1] else None for c in named)
+            if len(roles) > 2:  # `id source target score`
                 picked = (roles.index("src"), roles.index("tgt"))
                 others = [c for c, r in zip(cols, roles) if r is None]
                 log.warning("%s:1: a header row; reading its columns %s and %s as src and tgt (not read: %s)", path,
@@ -223,25 +262,6 @@ def is_parallel_prefix(path: str | Path, src_lang: str = "en", tgt_lang: str = "
 
 
 # --------------------------------------------------------------------------- Parquet
-
-
-def pair_columns(names: list[str], src_lang: str = "en", tgt_lang: str = "vi") -> tuple[str, str] | None:
-    """The (source, target) columns of a table: `src`/`tgt`, else the one column whose name says each side (see
-    `column_role`: `source`/`target`, `source_text`, the languages' codes or English names, any case: a Parquet file
-    of columns `en` and `vi` is en-vi by its names). None when a side has no such column, or two."""
-    if {"src", "tgt"} <= set(names):
-        return "src", "tgt"
-    by_role: dict[str, list[str]] = {"src": [], "tgt": []}
-    for name in names:
-        role = column_role(name, src_lang, tgt_lang)
-        if role:
-            by_role[role].append(name)
-    for role, found in by_role.items():
-        if len(found) > 1:  # `source` beside `source_text`: the bare name
-            by_role[role] = [n for n in found if n.strip().lower() in ROLE_WORDS[role] | {src_lang.lower(), tgt_lang.lower()}]
-    if len(by_role["src"]) == 1 and len(by_role["tgt"]) == 1:
-        return by_role["src"][0], by_role["tgt"][0]
-    return None
 
 
 def _is_text_or_null(typ: pa.DataType) -> bool:

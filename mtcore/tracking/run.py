@@ -91,6 +91,8 @@ class TrackedRun:
 
         self.client.update_run(self.run_id, status="RUNNING")
         self.set_tags(owner_tags())
+        with contextlib.suppress(Exception):  # a run continued after a kill is no longer "ended by a later run"
+            self.client.delete_tag(self.run_id, "mtcore.end_reason")
         tracking.opened(self.run_id, self.uri)
 
     # ------------------------------------------------------------------ reading
@@ -136,27 +138,49 @@ def _experiment_id(experiment: str) -> tuple[str, str]:
 _swept: set[tuple[str, str]] = set()  # (store, experiment) already looked at by this process
 
 
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _started(pid: int | str) -> str:
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22): a pid reused by another process
+    has another."""
+    stat = _read(f"/proc/{pid}/stat")
+    return stat.rsplit(")", 1)[-1].split()[19] if stat else ""
+
+
+def _machine() -> dict[str, str]:
+    """Where a pid means this process: the host, this boot, this pid namespace (containers that share the host's
+    name have their own). Empty off Linux, where no run is judged orphaned."""
+    if not Path("/proc/self/stat").is_file():
+        return {}
+    return {"mtcore.host": socket.gethostname(), "mtcore.boot": _read("/proc/sys/kernel/random/boot_id"),
+            "mtcore.pidns": _read("/proc/self/ns/pid") or str(os.stat("/proc/self/ns/pid").st_ino)}
+
+
 def owner_tags() -> dict[str, str]:
     """The process that holds a run open: a run it leaves RUNNING when it dies can be told from one in progress."""
-    return {"mtcore.host": socket.gethostname(), "mtcore.pid": str(os.getpid())}
+    machine = _machine()
+    return machine | {"mtcore.pid": str(os.getpid()), "mtcore.started": _started("self")} if machine else {}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
+def _gone(pid: int, started: str) -> bool:
+    """The process is no more: no such pid, or a pid now of another process (another start time)."""
+    if not Path(f"/proc/{pid}").exists():
         return True
-    return True
+    return bool(started) and _started(pid) not in ("", started)
 
 
 def end_orphaned_runs(client, experiment_id: str) -> list[str]:
     """End KILLED the runs of `experiment_id` left RUNNING by a process of this machine that is gone (`kill -9`, the
     out-of-memory killer, a power cut: Ctrl-C and errors end their runs themselves), tagged with why; a trial's
     run is left to its search while the search's own run is open. Returns their ids."""
-    host = socket.gethostname()
-    if "'" in host:
+    machine = _machine()
+    host = machine.get("mtcore.host", "")
+    if not machine or "'" in host:
         return []
     running = client.search_runs([experiment_id], max_results=1000,
                                  filter_string=f"attributes.status = 'RUNNING' and tags.`mtcore.host` = '{host}'")
@@ -167,8 +191,10 @@ def end_orphaned_runs(client, experiment_id: str) -> list[str]:
             parent = tags.get("mlflow.parentRunId")
             if bool(parent) != children or not tags.get("mtcore.pid", "").isdigit():
                 continue
+            if any(tags.get(k) != v for k, v in machine.items()):  # another boot, another container: not ours to judge
+                continue
             pid = int(tags["mtcore.pid"])
-            if pid == os.getpid() or _alive(pid):
+            if pid == os.getpid() or not _gone(pid, tags.get("mtcore.started", "")):
                 continue
             if parent and parent not in ended and client.get_run(parent).info.status == "RUNNING":
                 continue
