@@ -157,7 +157,8 @@ def test_align_docs_cli(encoder_dir, tmp_path, capsys):
     assert _run_script("pipelines/align_docs.py", argv) == 0
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert [(r["src"], r["tgt"]) for r in rows] == [([i], [i]) for i in range(4)]
-    assert "1-1 4" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1-1 4" in out and "(--split lines (auto))" in out  # how --split auto cut the files, said
 
 
 def test_align_docs_indices_are_the_files_lines(encoder_dir, tmp_path, capsys):

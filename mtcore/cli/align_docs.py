@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     numbers = (line_numbers(args.src), line_numbers(args.tgt)) if split == "lines" else None
     path = write_alignment(blocks, src, tgt, args.output, numbers)
     kinds = Counter(b.kind for b in blocks)
-    print(f"{len(src):,} source and {len(tgt):,} target sentences → {len(blocks):,} blocks in {seconds:.1f} s")
+    print(f"{len(src):,} source and {len(tgt):,} target sentences → {len(blocks):,} blocks in {seconds:.1f} s "
+          f"(--split {split}{' (auto)' if args.split == 'auto' else ''})")
     print("blocks: " + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])))
     if numbers is not None:
         print("indices: the files' lines, from 0" + (" (blank lines are in no block)" if max(numbers[0][-1] + 1 - len(src), numbers[1][-1] + 1 - len(tgt)) else ""))
