@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the align-filter stage's score: margin, cosine, or the pair classifier beside the encoder "
                          "(trained on first use for the built-in one) (default: %(default)s)")
     ap.add_argument("--clean-config", default=None, metavar="YAML",
-                    help="cleaning rules for the corpus and the synthetic pairs (default: mtcore's); its test_overlap "
+                    help="cleaning rules for the corpus and the synthetic pairs (default: mtcore's); its TestOverlap "
                          "paths keep your own dev/test sentences out of the training data and the back-translated ones")
     ap.add_argument("--output", default=DEFAULTS.output, help="output directory (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=DEFAULTS.seed)

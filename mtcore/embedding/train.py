@@ -174,8 +174,8 @@ def warn_small(train: int, held: int, reference: int) -> None:
     """What a small corpus leaves out, said: the retrieval figure's support, and the reference pairs that calibrate
     `align_filter` (without them it calibrates on near misses, and a weak encoder rejects good pairs)."""
     if held < MIN_HELDOUT:
-        log.warning("retrieval P@1 is measured on %d held-out pair(s) only (a tenth of the corpus, at most %d): it says "
-                    "little about this encoder, which trained on %d pairs", held, held, train)
+        log.warning("retrieval P@1 is measured on %d held-out pair(s) only (at most a tenth of the corpus is held out): "
+                    "it says little about this encoder, which trained on %d pairs", held, train)
     if reference < MIN_REFERENCE_PAIRS:
         log.warning("%d reference pair(s) held out (align_filter calibrates on ≥ %d): align_filter will calibrate on "
                     "near misses, and an encoder trained on %d pairs may reject many good ones; give align_filter a "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
+
 def evenly_spaced(total: int, limit: int) -> list[int]:
     """The indices of `limit` of `total` rows spread evenly over them (all when `limit` is 0 or ≥ `total`): the
     rows a dev or test limit scores. Held-out sets are stored grouped by catalog, so their first rows were one or
