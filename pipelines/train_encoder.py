@@ -75,8 +75,8 @@ def _train_classifier(args) -> int:
     path = train_beside_encoder(args.corpus, args.output, ClassifierConfig(epochs=args.classifier_epochs),
                                 track=not args.no_mlflow, langs=languages_of(args.corpus, args.langs))
     m = read_classifier_metrics(path)
-    if describe_heldout(m):
-        print(f"pair classifier: {describe_heldout(m)}")
+    if held := describe_heldout(m):
+        print(f"pair classifier: {held}")
     print(f"pair classifier → {path} ({m.get('train_pairs', 0):,} pairs, {m.get('train_seconds', 0):.0f} s); "
           f"use it with `python pipelines/align_filter.py --encoder {args.output} --score classifier`")
     return 0
