@@ -37,6 +37,7 @@ def main() -> int:
     print("| set | N | whole set | first N | spread N | first − whole | spread − whole | ratio |\n|---|---|---|---|---|---|---|---|")
     for name, path in (("dev", paths.DEV), ("test", paths.TEST)):
         pairs = oriented_pairs(read_corpus(path), ckpt.model_cfg)
+        print(f"decoding {name}: {len(pairs):,} pairs, greedy …", file=sys.stderr, flush=True)  # about a minute on 2 cores
         hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], beam=1)
         refs = [t for _, t in pairs]
 
