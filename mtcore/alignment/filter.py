@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mtcore import checks
+from mtcore.console import progress_line
 from mtcore.alignment import negatives
 from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmarks and users import them from here
     MAX_FALSE_REJECT,
@@ -745,6 +746,7 @@ def filter_corpus(
         log.warning("%s: %d distinct pairs are too few for the margin (it needs %d: a small corpus is its own pairs' "
                     "neighbourhood); scored by cosine", input_path, distinct, needed)
         cfg = replace(cfg, score="cosine")
+    progress_line(f"scoring {len(scored):,} pairs of {input_path} ({distinct:,} distinct) by {cfg.score}")
     kept, rejects, threshold, scores, timing = filter_table(scored, cfg, use_ray=use_ray)
     judged_rejects = len(rejects)  # by the threshold; the empty-side pairs were never scored
     rejects = pa.concat_tables([empty, rejects])

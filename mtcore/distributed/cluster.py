@@ -17,6 +17,7 @@ import logging
 import os
 from pathlib import Path
 
+from mtcore.console import progress_line
 from mtcore.errors import MtcoreError
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None
             configure_logging=True,
             logging_level=logging.WARNING,
         )
+        progress_line(f"started a local Ray instance of {num_cpus or local_cpus()} CPUs")
     return ray
 
 
