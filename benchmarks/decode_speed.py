@@ -122,10 +122,11 @@ def main(argv=None) -> int:
     kw = dict(beam=args.beam, len_penalty=DEFAULT_LEN_PENALTY, max_len_a=DEFAULT_MAX_LEN_A, max_len_b=DEFAULT_MAX_LEN_B,
               batch_size=args.batch_size)
     tok = ckpt.tokenizer
+    ct2_kw = kw | {"max_positions": ckpt.model_cfg.max_positions}
     methods = {
         f"mtcore beam {args.beam}, KV cache": lambda t: translate(ckpt.model, tok, t, **kw),
-        f"CTranslate2 float32 beam {args.beam}": lambda t: translate_ctranslate2(ct2["float32"], tok, t, **kw),
-        f"CTranslate2 int8 beam {args.beam}": lambda t: translate_ctranslate2(ct2["int8"], tok, t, **kw),
+        f"CTranslate2 float32 beam {args.beam}": lambda t: translate_ctranslate2(ct2["float32"], tok, t, **ct2_kw),
+        f"CTranslate2 int8 beam {args.beam}": lambda t: translate_ctranslate2(ct2["int8"], tok, t, **ct2_kw),
     }
     if hf is not None:
         methods[f"HF generate beam {args.beam}"] = lambda t: translate_hf(hf, tok, t, **kw)

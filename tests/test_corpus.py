@@ -396,6 +396,17 @@ def test_what_is_there_instead_of_a_readable_corpus_is_named(tmp_path):
         read_corpus(tmp_path / "texts")
 
 
+def test_the_embedded_data_missing_from_an_installed_package_is_said_so(tmp_path, monkeypatch):
+    """A wheel carries no data/: `evaluate` without --test said "data/test.parquet: file not found" of a default."""
+    from mtcore.data import paths
+
+    monkeypatch.setattr(paths, "DATA_DIR", tmp_path / "site-packages" / "data")
+    with pytest.raises(CorpusError, match=r"test.parquet: the embedded data \(data/\) comes with a checkout .*name your own corpus"):
+        read_corpus(paths.DATA_DIR / "test.parquet")
+    with pytest.raises(CorpusError, match=r"elsewhere.tsv: file not found"):
+        read_corpus(tmp_path / "elsewhere.tsv")
+
+
 def test_a_struct_column_of_the_two_languages_is_the_pair(tmp_path):
     """Hugging Face's translation datasets (IWSLT'15 en-vi, OPUS-100) store `translation: {en, vi}`; a null row is
     an empty pair. Two columns that name one side are named in the error, not chosen between."""

@@ -21,7 +21,7 @@ from mtcore.nmt.decoding import encode_sources, translate  # noqa: E402
 from mtcore.nmt.export import ExportError, main, to_ctranslate2, to_hf  # noqa: E402
 from mtcore.nmt.exported import translate_ctranslate2, translate_hf  # noqa: E402
 from mtcore.nmt.model import build_model  # noqa: E402
-from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, train_tokenizer  # noqa: E402
+from mtcore.nmt.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer  # noqa: E402
 from mtcore.nmt.training import fit, toy_pairs  # noqa: E402
 
 torch.set_num_threads(1)
@@ -29,6 +29,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TRAIN = toy_pairs(64)
 HELD_OUT = toy_pairs(360)[250:330]  # not trained on: imperfect, varied output
 SOURCES = [s for s, _ in TRAIN[:20]] + [s for s, _ in HELD_OUT]
+POSITIONS = ModelConfig.preset("tiny").max_positions
 
 
 def quick(steps: int) -> TrainConfig:
@@ -117,7 +118,8 @@ def test_hf_logits_as_mtcore(ckpt, hf_dir, tokenizer):
 
 def test_ctranslate2_greedy_is_identical(ckpt, ct2_dir, tokenizer):
     ours = translate(ckpt.model, tokenizer, SOURCES, beam=1)
-    assert translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=1) == ours
+    # the tokenizer as a user loads it, from the export (whose record gives the model's max_positions)
+    assert translate_ctranslate2(ct2(ct2_dir), Tokenizer(ct2_dir / "spm.model"), SOURCES, beam=1) == ours
     assert len(set(ours)) > 50 and bleu(ours) > 30  # a model that translates, not one that repeats a sentence
 
 
@@ -131,7 +133,7 @@ def test_beam_without_length_penalty(ckpt, ct2_dir, hf_dir, tokenizer):
     one mtcore's own model scores higher."""
     ours = translate(ckpt.model, tokenizer, SOURCES, beam=5, len_penalty=0.0)
     assert translate_hf(hf(hf_dir), tokenizer, SOURCES, beam=5, len_penalty=0.0) == ours
-    theirs = translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5, len_penalty=0.0)
+    theirs = translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5, len_penalty=0.0, max_positions=POSITIONS)
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     assert len(differ) <= len(SOURCES) // 10
     for i in differ:
@@ -144,9 +146,9 @@ def test_beam_with_length_penalty_and_int8_stay_close(ckpt, ct2_dir, hf_dir, tok
     """mtcore's GNMT penalty vs |Y|^alpha, and int8 weights: not identical, but close in output and BLEU."""
     ours = translate(ckpt.model, tokenizer, SOURCES, beam=5)
     int8 = ct2(to_ctranslate2(ckpt.path, tmp_path / "int8", quantization="int8"))
-    for hyps in (translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5),
+    for hyps in (translate_ctranslate2(ct2(ct2_dir), tokenizer, SOURCES, beam=5, max_positions=POSITIONS),
                  translate_hf(hf(hf_dir), tokenizer, SOURCES, beam=5),
-                 translate_ctranslate2(int8, tokenizer, SOURCES, beam=5)):
+                 translate_ctranslate2(int8, tokenizer, SOURCES, beam=5, max_positions=POSITIONS)):
         assert sum(a == b for a, b in zip(ours, hyps)) >= 0.9 * len(SOURCES)
         assert abs(bleu(hyps) - bleu(ours)) < 3.0
 
@@ -211,7 +213,8 @@ def test_command_line(ckpt, tmp_path):
                           "--quantization", "int8"], capture_output=True, text=True, env=ENV, timeout=300)
     assert run.returncode == 0, run.stderr
     assert f"-> {out} (ctranslate2, int8)" in run.stdout
-    assert json.loads((out / "mtcore_export.json").read_text())["quantization"] == "int8"
+    info = json.loads((out / "mtcore_export.json").read_text())
+    assert info["quantization"] == "int8" and info["checkpoint"] == str(ckpt.path.resolve())  # found after a move
     assert ct2(out).translate_batch([["▁open"]], max_decoding_length=5)[0].hypotheses
     missing = subprocess.run([sys.executable, "-m", "mtcore.export", "--to", "hf", str(tmp_path / "nope"), str(out)],
                              capture_output=True, text=True, env=ENV, timeout=300)
@@ -299,5 +302,22 @@ def test_a_short_source_batched_with_a_long_one_stops_where_mtcore_stops(tokeniz
     texts = ["Hi", "Open the file and save all of the changes to the disk before you quit the program please", "Ok"]
     ours = translate(load_checkpoint(path).model, tokenizer, texts, beam=1)
     assert len(ours[0]) < len(ours[1]) and len(ours[2]) < len(ours[1])
-    assert translate_ctranslate2(ct2(to_ctranslate2(path, tmp_path / "ct2")), tokenizer, texts, beam=1) == ours
+    assert translate_ctranslate2(ct2(to_ctranslate2(path, tmp_path / "ct2")), tokenizer, texts, beam=1,
+                                 max_positions=POSITIONS) == ours
     assert translate_hf(hf(to_hf(path, tmp_path / "hf")), tokenizer, texts, beam=1) == ours
+
+
+def test_ctranslate2_reads_the_exports_position_table(tokenizer, tmp_path):
+    """translate_ctranslate2 assumed 1024 positions: a model of 64 failed on a long input inside CTranslate2
+    ("No position encodings are defined for positions >= 64"). It now cuts sources where mtcore cuts them."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.preset("tiny", dropout=0.0, vocab_size=tokenizer.vocab_size, max_positions=64))
+    path = save_checkpoint(tmp_path / "short", model, tokenizer)
+    out = to_ctranslate2(path, tmp_path / "ct2")
+    texts = [" ".join(SOURCES[:12]), SOURCES[0]]  # the first is over 64 pieces
+    assert len(tokenizer.encode(texts[:1])[0]) > 64
+    theirs = translate_ctranslate2(ct2(out), Tokenizer(out / "spm.model"), texts, beam=1)
+    assert theirs == translate(load_checkpoint(path).model, tokenizer, texts, beam=1)
+    (out / "mtcore_export.json").unlink()
+    with pytest.raises(ValueError, match="max_positions"):
+        translate_ctranslate2(ct2(out), Tokenizer(out / "spm.model"), texts, beam=1)

@@ -191,6 +191,13 @@ def test_translator_is_logged_as_code_not_a_pickle(mlflow_uri, tmp_path):
     assert model.predict(["Open the file"]) == translate(own.model, own.tokenizer, ["Open the file"], DecodeConfig())
     short = model.predict(["Open the file"], params={"beam": 1, "max_len_a": 0.01, "max_len_b": 0})
     assert len(short[0]) < len(out[0])
+    # A blank row (pandas reads a blank CSV line as NaN) is a blank translation, not the translation of "nan".
+    import io
+
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO("src\nOpen the file\n\n   \n"), skip_blank_lines=False)
+    assert model.predict(frame, params={"beam": 1}) == [out[0], "", ""]
 
 
 def test_attention_heatmaps_of_pieces_the_font_cannot_draw_name_their_code_points(tmp_path):

@@ -148,6 +148,59 @@ def test_a_long_input_shows_progress_and_ends_with_a_summary(ckpt, tmp_path, mon
     assert f"translated {len(lines) - 1} lines (1 blank) in " in err and f"→ {tmp_path / 'out.txt'}" in err
 
 
+def test_sampling_draws_one_stream_over_the_chunks_and_output_comes_chunk_by_chunk(ckpt, tmp_path, monkeypatch):
+    """Each chunk of 256 lines restarted the random stream from --seed: a line repeated to draw several samples got
+    the same sample every 256 lines. The output was written only once every line was decoded."""
+    import argparse
+
+    from mtcore.nmt import translate as translate_module
+
+    monkeypatch.setattr(translate_module, "CHUNK_LINES", 4)
+    lines = [SOURCES[0]] * 8
+    args = argparse.Namespace(**vars(translate_module.build_parser().parse_args(
+        ["--model", "x", "--sample", "--temperature", "5", "--seed", "1"])))
+    parts: list[list] = []
+    rows = translate_module.translate_in_chunks(ckpt, lines, args, emit=parts.append)
+    assert [len(p) for p in parts] == [4, 4] and parts[0] + parts[1] == rows
+    assert parts[0] != parts[1]  # one stream: the second chunk's samples are new ones
+    assert translate_module.translate_in_chunks(ckpt, lines, args) == rows  # and the same seed, the same samples
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--sample",
+                 "--temperature", "5", "--seed", "1"]) == 0
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == [translate_module.one_cell(r[0]) for r in rows]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]  # written as out.txt.partial, renamed
+
+
+def test_lines_of_invisible_characters_are_blank_and_a_huge_length_limit_is_no_limit(ckpt, tmp_path):
+    """A line of a zero-width space or a soft hyphen normalises to nothing: it was sent to the model, which invented
+    a translation. --max-len-a 1e19 overflowed int64 into a negative limit: every output was empty."""
+    (tmp_path / "in.txt").write_text(f"\u200b\n\u00ad \u2060\n{SOURCES[0]}\n", encoding="utf-8")
+    assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--scores"]) == 0
+    rows = [r.split("\t") for r in (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()]
+    assert rows[:2] == [["nan", ""], ["nan", ""]] and rows[2][1] == translate(ckpt.model, ckpt.tokenizer, SOURCES[:1], beam=5)[0]
+    greedy = translate(ckpt.model, ckpt.tokenizer, SOURCES[:1], beam=1, max_len_a=100.0)
+    assert greedy[0]
+    for flag, value in (("--max-len-a", "1e19"), ("--max-len-b", str(2**63 - 1))):
+        assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "big.txt"), "--beam", "1",
+                     flag, value]) == 0
+        assert (tmp_path / "big.txt").read_text(encoding="utf-8").splitlines()[2] == greedy[0]
+
+
+def test_translations_reach_a_stdout_that_is_not_utf8(ckpt):
+    """Under a C or Latin-1 locale (PYTHONIOENCODING=latin-1 here) writing Vietnamese to stdout was a traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    expected = translate(ckpt.model, ckpt.tokenizer, SOURCES[:2], beam=5)
+    assert any(ord(c) > 255 for c in "".join(expected))  # the toy model writes Vietnamese letters Latin-1 lacks
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "PYTHONIOENCODING": "latin-1"}
+    run = subprocess.run([sys.executable, "-m", "mtcore.translate", "--model", str(ckpt.path)], capture_output=True,
+                         input="\n".join(SOURCES[:2]).encode(), env=env, timeout=300)
+    assert run.returncode == 0 and run.stdout.decode("utf-8").splitlines() == expected, run.stderr
+
+
 def test_a_reader_that_stops_early_ends_translate_quietly(ckpt):
     """`translate … | head -1`: when stdout's reader has gone, translate stops without a message (exit 141, as a
     tool killed by SIGPIPE), not with `error: Broken pipe`."""

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mtcore.data import paths
 from mtcore.data.files import read_bytes
 from mtcore.errors import MtcoreError, name_path
 
@@ -552,6 +553,9 @@ def not_found(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -> CorpusE
     if packed:
         return CorpusError(f"{path}: found {', '.join(packed)}, compressed in a format mtcore does not read (it reads "
                            f".gz): decompress them, or recompress with gzip")
+    if path.absolute().is_relative_to(paths.DATA_DIR.absolute()) and not paths.DATA_DIR.is_dir():
+        return CorpusError(f"{path}: the embedded data (data/) comes with a checkout of mtcore's repository, not with the "
+                           "installed package; run from a checkout, or name your own corpus")
     return CorpusError(f"{path}: file not found (nor {pair})")
 
 

@@ -152,8 +152,9 @@ def _stepper(model, src, use_cache):
 def max_lengths(model: Seq2Seq, src: torch.Tensor, a: float, b: int) -> torch.Tensor:
     """Per sentence: a * src_len + b output tokens (EOS included), within the position table."""
     src_len = (src != PAD_ID).sum(dim=1)  # (B,)
-    limit = (a * src_len.float()).floor().long() + b
-    return limit.clamp(min=1, max=model.cfg.max_positions - 1)
+    # Clamped as a float: a huge a or b (a user's "no limit") overflowed int64 to a negative limit, an empty output.
+    limit = (a * src_len.double()).floor() + float(b)
+    return limit.clamp(min=1, max=model.cfg.max_positions - 1).long()
 
 
 # --------------------------------------------------------------------------- greedy and sampling

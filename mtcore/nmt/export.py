@@ -89,7 +89,7 @@ def _prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
 
 
 def _write_info(ckpt: Checkpoint, out: Path, fmt: str, **extra) -> None:
-    info = {"format": fmt, "checkpoint": str(ckpt.path), "step": ckpt.meta.get("step"),
+    info = {"format": fmt, "checkpoint": str(Path(ckpt.path).resolve()), "step": ckpt.meta.get("step"),
             "direction": ckpt.model_cfg.direction, "model": ckpt.model_cfg.to_dict(), "tokenizer": ckpt.meta["tokenizer"],
             "input": "NFC text, whitespace runs as one space (mtcore.nmt.tokenizer.normalize), SentencePiece pieces + '</s>'",
             **extra}
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
         if not source.is_dir():
             raise ExportError(f"{args.model}: checkpoint directory not found")
         out = export(args.to, source, args.out, quantization=args.quantization, force=args.force)
-        if str(source) != args.model:  # the export names what the user gave, not a download's temporary folder
+        if args.model.startswith(("runs:/", "models:/")):  # the export names what the user gave, not a download's temporary folder
             _record_origin(out, args.model)
     except ValueError as err:  # ExportError, CheckpointError, FetchError: messages that name the culprit
         print(f"error: {err}", file=sys.stderr)

@@ -5,7 +5,7 @@ the same output limit a * src_len + b for each sentence (batches group sentences
 the same detokenisation, so that differences come from the runtime alone:
 
     translator = ctranslate2.Translator(OUT)            # an `mtcore.export --to ctranslate2` directory
-    translate_ctranslate2(translator, tokenizer, texts, beam=5)
+    translate_ctranslate2(translator, Tokenizer(OUT / "spm.model"), texts, beam=5)
     model = MarianMTModel.from_pretrained(OUT)          # an `mtcore.export --to hf` directory
     translate_hf(model, tokenizer, texts, beam=5)
 """
@@ -13,6 +13,7 @@ the same detokenisation, so that differences come from the runtime alone:
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Sequence
 
@@ -40,6 +41,16 @@ def _batches(sources: list[list[int]], batch_size: int, a: float, b: int, max_po
             yield idx, [sources[i] for i in idx], limit
 
 
+def _exported_positions(tokenizer: Tokenizer) -> int:
+    """The exported model's `max_positions`, from the export's record; CTranslate2 does not expose it."""
+    info = tokenizer.path.parent / "mtcore_export.json"
+    try:
+        return int(json.loads(info.read_text(encoding="utf-8"))["model"]["max_positions"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{info}: the export's record, which holds the model's max_positions, is missing or damaged "
+                         f"({err}); load the tokenizer from the export folder, or pass max_positions=") from None
+
+
 def translate_ctranslate2(
     translator,  # ctranslate2.Translator over an mtcore export
     tokenizer: Tokenizer,
@@ -50,11 +61,13 @@ def translate_ctranslate2(
     max_len_a: float = DEFAULT_MAX_LEN_A,
     max_len_b: int = DEFAULT_MAX_LEN_B,
     batch_size: int = 32,
-    max_positions: int = 1024,
+    max_positions: int | None = None,
 ) -> list[str]:
     """The export adds `</s>` to sources itself (`add_source_eos`), so pieces go in without it.
-    CTranslate2's length penalty is |Y|^alpha, not mtcore's GNMT one (`mtcore.nmt.export`)."""
+    CTranslate2's length penalty is |Y|^alpha, not mtcore's GNMT one (`mtcore.nmt.export`). `max_positions`:
+    the model's position table (default: read from the mtcore_export.json beside the tokenizer's spm.model)."""
     sp = tokenizer.sp
+    max_positions = max_positions or _exported_positions(tokenizer)
     sources = encode_sources(tokenizer, texts, max_len=max_positions - 1)
     out: list[list[int]] = [[] for _ in sources]
     banned = [[sp.id_to_piece(PAD_ID)], [sp.id_to_piece(BOS_ID)]]  # mtcore never generates them

@@ -31,6 +31,7 @@ from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
 from mtcore.config import DecodeConfig, Sampling
 from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate_ids
+from mtcore.nmt.tokenizer import normalize
 
 DEFAULT = DecodeConfig()
 
@@ -161,19 +162,30 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
             except (OSError, EOFError) as err:  # a damaged .gz
                 raise checks.UsageError(f"-i/--input: {args.input}: not a readable gzip file: {err}") from None
     t0 = time.perf_counter()
-    rows = translate_in_chunks(ckpt, lines, args, None if quiet() else stderr_line)
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    try:
-        for row in rows:
-            out.write("\t".join(one_cell(cell) for cell in row) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    if args.output == "-":
+        sys.stdout.reconfigure(encoding="utf-8")  # a C or Latin-1 locale's stdout cannot hold the translations
+        write_rows(ckpt, lines, args, sys.stdout)
+    elif Path(args.output).is_symlink() or Path(args.output).exists() and not Path(args.output).is_file():
+        with open(args.output, "w", encoding="utf-8") as out:  # /dev/stdout, a named pipe: written in place
+            write_rows(ckpt, lines, args, out)
+    else:  # written under another name, renamed when whole: an interrupted run leaves no half file named OUTPUT
+        partial = Path(f"{args.output}.partial")
+        with open(partial, "w", encoding="utf-8") as out:
+            write_rows(ckpt, lines, args, out)
+        partial.replace(args.output)
     seconds = time.perf_counter() - t0
-    blank = sum(1 for line in lines if not line.strip())
+    blank = sum(1 for line in lines if is_blank(line))
     stderr_line(f"translated {len(lines) - blank:,} lines{f' ({blank:,} blank)' if blank else ''} in {seconds:.1f} s "
                 f"({(len(lines) - blank) / max(seconds, 1e-9):.1f} lines/s)" + (f" → {args.output}" if args.output != "-" else ""))
     return 0
+
+
+def write_rows(ckpt, lines: list[str], args: argparse.Namespace, out) -> None:
+    """The output rows of `lines`, one chunk at a time as it is decoded: a long input's first lines come out early."""
+    def emit(rows: list[tuple[str, ...]]) -> None:
+        out.write("".join("\t".join(one_cell(cell) for cell in row) + "\n" for row in rows))
+        out.flush()
+    translate_in_chunks(ckpt, lines, args, None if quiet() else stderr_line, emit=emit)
 
 
 CHUNK_LINES = 256  # lines decoded between two looks at the clock
@@ -183,26 +195,32 @@ def stderr_line(line: str) -> None:
     print(line, file=sys.stderr, flush=True)  # stdout is the translations'
 
 
-def translate_in_chunks(ckpt, lines: list[str], args: argparse.Namespace, report=None, every_s: float = 10.0) -> list[tuple[str, ...]]:
+def translate_in_chunks(ckpt, lines: list[str], args: argparse.Namespace, report=None, every_s: float = 10.0,
+                        emit: Callable[[list], None] | None = None) -> list[tuple[str, ...]]:
     """`translate_lines` over chunks of the input, with progress (`in_chunks`). Greedy and beam output do not depend
-    on the chunks (nor on batching)."""
+    on the chunks (nor on batching); sampling draws from one random stream over the whole input."""
+    generator = sampling_generator(args)
+
     def chunk_rows(chunk: list[str], start: int) -> list[tuple[str, ...]]:
-        part = translate_lines(ckpt, chunk, args, list(range(start + 1, start + 1 + len(chunk))))
+        part = translate_lines(ckpt, chunk, args, list(range(start + 1, start + 1 + len(chunk))), generator=generator)
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): the line number in the whole input
             part = [(str(int(r[0]) + start), *r[1:]) for r in part]
         return part
-    return in_chunks(lines, chunk_rows, report, every_s)
+    return in_chunks(lines, chunk_rows, report, every_s, emit=emit)
 
 
 def in_chunks(items: list, decode_chunk: Callable[[list, int], list], report: Callable[[str], None] | None = None,
-              every_s: float = 10.0, unit: str = "lines") -> list:
+              every_s: float = 10.0, unit: str = "lines", emit: Callable[[list], None] | None = None) -> list:
     """`decode_chunk(chunk, start)` over chunks of CHUNK_LINES items, concatenated, with `report(line)` every
-    `every_s` seconds: a 100,000-line file shows that it is moving."""
+    `every_s` seconds: a 100,000-line file shows that it is moving. `emit(part)` gets each chunk's part when done."""
     out: list = []
     t0 = last = time.perf_counter()
     for start in range(0, len(items), CHUNK_LINES):
         chunk = items[start:start + CHUNK_LINES]
-        out += decode_chunk(chunk, start)
+        part = decode_chunk(chunk, start)
+        out += part
+        if emit is not None:
+            emit(part)
         now = time.perf_counter()
         if report is not None and now - last >= every_s and start + len(chunk) < len(items):
             done = start + len(chunk)
@@ -224,18 +242,25 @@ def one_cell(text: str) -> str:
 NO_SCORE = "nan"  # a blank line's score: pandas and sacrebleu-style tools read it as missing
 
 
-def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbers: list[int] | None = None) -> list[tuple[str, ...]]:
+def is_blank(line: str) -> bool:
+    """Nothing left once normalised (whitespace, zero-width spaces, soft hyphens, a BOM): nothing to translate."""
+    return not normalize(line)
+
+
+def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbers: list[int] | None = None,
+                    generator: torch.Generator | None = None) -> list[tuple[str, ...]]:
     """The output rows: (translation,), (score, translation) or, for n-best, (line, score, translation).
     A blank line is translated as a blank line (a model asked for it invents text), with the score `nan`: there is
     nothing it is confident about (0.0000 read as the most confident line of all). `line_numbers`: each line's
-    number in the input (from 1), for warnings."""
+    number in the input (from 1), for warnings. `generator`: sampling's random stream (default: a new one from --seed)."""
     line_numbers = line_numbers or list(range(1, len(lines) + 1))
-    filled = [i for i, line in enumerate(lines) if line.strip()]
+    filled = [i for i, line in enumerate(lines) if not is_blank(line)]
     if len(filled) < len(lines):
-        rows = translate_lines(ckpt, [lines[i] for i in filled], args, [line_numbers[i] for i in filled]) if filled else []
+        rows = translate_lines(ckpt, [lines[i] for i in filled], args, [line_numbers[i] for i in filled],
+                               generator) if filled else []
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): line numbers back to the input's
             return sorted([(str(filled[int(r[0])]), *r[1:]) for r in rows] +
-                          [(str(i), NO_SCORE, "") for i in range(len(lines)) if not lines[i].strip()], key=lambda r: int(r[0]))
+                          [(str(i), NO_SCORE, "") for i in range(len(lines)) if is_blank(lines[i])], key=lambda r: int(r[0]))
         out = [(NO_SCORE, "") if args.scores else ("",)] * len(lines)
         for i, row in zip(filled, rows):
             out[i] = row
@@ -255,7 +280,7 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
         # hypotheses the other way round (a list whose scores did not fall read as a bug)
         rows = sorted(zip(flat, scores, texts), key=lambda r: (r[0][0], -r[1]))
         return [(str(i), f"{s:.4f}", t) for (i, _), s, t in rows]
-    ids = translate_ids(model, sources, decode, generator=sampling_generator(args))
+    ids = translate_ids(model, sources, decode, generator=generator or sampling_generator(args))
     texts = tok.decode(ids)
     if not args.scores:
         return [(t,) for t in texts]

@@ -9,6 +9,7 @@ batch_size) come from `params` when given, else DecodeConfig's defaults.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import mlflow.pyfunc
@@ -32,21 +33,32 @@ class Translator(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input, params=None):
         from mtcore.nmt.decoding import translate
+        from mtcore.nmt.tokenizer import normalize
 
         # MLflow's inference params: the PARAMS fields of DecodeConfig, e.g. {"beam": 1}
         decode = DecodeConfig.from_params(params)
-        return translate(self.ckpt.model, self.ckpt.tokenizer, _texts(model_input), decode)
+        texts = _texts(model_input)
+        # A blank row is a blank translation, as in `mtcore translate`: a model asked for one invents text.
+        filled = [i for i, text in enumerate(texts) if normalize(text)]
+        out = [""] * len(texts)
+        if filled:
+            for i, text in zip(filled, translate(self.ckpt.model, self.ckpt.tokenizer, [texts[i] for i in filled], decode)):
+                out[i] = text
+        return out
 
 
 def _texts(model_input) -> list[str]:
+    """The source texts; a missing one (None, NaN: a blank line read by pandas) is an empty text, not "nan"."""
     import pandas as pd
 
     if isinstance(model_input, pd.DataFrame):
         column = "src" if "src" in model_input.columns else model_input.columns[0]
-        return [str(x) for x in model_input[column].tolist()]
-    if isinstance(model_input, pd.Series):
-        return [str(x) for x in model_input.tolist()]
-    return [str(x) for x in model_input]
+        values = model_input[column].tolist()
+    elif isinstance(model_input, pd.Series):
+        values = model_input.tolist()
+    else:
+        values = list(model_input)
+    return ["" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x) for x in values]
 
 
 def log_translator(checkpoint_dir: str | Path, name: str = "translator", run=None):
