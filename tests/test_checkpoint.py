@@ -146,6 +146,9 @@ def test_evaluate_shows_progress_and_scores_as_one_batch(tokenizer, tmp_path, mo
     assert "translated 2 of 5 pairs" in chunked.err and "translated" not in whole.err
     drop_speed = lambda out: [line for line in out.splitlines() if "sentences/s" not in line]  # noqa: E731
     assert drop_speed(chunked.out) == drop_speed(whole.out) and "BLEU" in whole.out
+    assert "beam 2" in whole.out
+    assert evaluate_module.main(argv + ["--sample", "--top-k", "5", "--seed", "3"]) == 0  # it said "beam 5" when sampling
+    assert "sampled (temperature 1.0, top-k 5, top-p 1.0, seed 3)" in capsys.readouterr().out
 
 
 def test_manifest_names_a_damaged_file_and_resume_falls_back(tokenizer, tmp_path, caplog):

@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     elapsed = time.perf_counter() - t0
     bleu, chrf = corpus_bleu(hyps, tgt, tokenize=bleu_tokenize(ckpt.model_cfg.tgt_lang)), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")
-    print(f"test       {args.test} ({len(src)} pairs), beam {args.beam}, {len(src) / elapsed:.1f} sentences/s")
+    how = (f"sampled (temperature {args.temperature}, top-k {args.top_k}, top-p {args.top_p}, seed {args.seed})"
+           if args.sample else f"beam {args.beam}")
+    print(f"test       {args.test} ({len(src)} pairs), {how}, {len(src) / elapsed:.1f} sentences/s")
     print(f"BLEU       {bleu.score:.2f}  {bleu.signature}")
     print(f"chrF       {chrf.score:.2f}  {chrf.signature}")
     for s, h, r in list(zip(src, hyps, tgt))[: args.samples]:
