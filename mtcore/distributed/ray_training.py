@@ -25,6 +25,7 @@ import math
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -360,8 +361,31 @@ def follow_progress(path: Path, echo=print):
         thread.join(timeout=5)
 
 
+USER_ERROR_FILE = "mtcore-user-error.json"  # a worker's setting or data error, for the retries of the same fit
+
+
 def train_worker(config: dict[str, Any]) -> None:
-    """The per-worker function Ray Train runs on every rank."""
+    """The per-worker function Ray Train runs on every rank. An error in the user's data or settings (a
+    `MtcoreError`) fails every retry the same way: the first says it in a file that the retries of the same
+    `fit()` (its `attempt`) raise again at once, instead of reading and encoding the corpus again for nothing."""
+    marker = Path(config["inputs"]["storage_path"]) / config["inputs"]["run_name"] / USER_ERROR_FILE
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        seen = json.loads(marker.read_text(encoding="utf-8"))
+        if seen["attempt"] == config.get("attempt"):
+            raise RepeatedUserError(seen["message"])
+    try:
+        _train_worker(config)
+    except MtcoreError as err:
+        with contextlib.suppress(OSError):
+            marker.write_text(json.dumps({"attempt": config.get("attempt"), "message": one_line(err)}), encoding="utf-8")
+        raise
+
+
+class RepeatedUserError(JobError):
+    """The error an earlier try of this fit met in the same data and settings."""
+
+
+def _train_worker(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
 
@@ -503,7 +527,7 @@ def make_trainer(job: TrainingJob, inputs: PreparedInputs, workers: int, use_gpu
     key, order = job.run.train.selection()
     return TorchTrainer(
         train_worker,
-        train_loop_config={"job_config": job.to_dict(), "inputs": inputs.__dict__},
+        train_loop_config={"job_config": job.to_dict(), "inputs": inputs.__dict__, "attempt": uuid.uuid4().hex},
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu, resources_per_worker={"CPU": 1}),
         run_config=RunConfig(

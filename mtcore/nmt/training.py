@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 
 from mtcore.nmt.averaging import WeightSnapshots
-from mtcore.nmt.batching import TokenBatchSampler, collate, plan_batches
+from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
@@ -366,7 +366,8 @@ def fit(
     train, why = encode_pairs_counted(tokenizer, train_pairs, train_cfg.max_len)
     skipped = sum(why.values())
     if not train:
-        raise ValueError(f"no training pairs fit `max_len` ({train_cfg.max_len}) of {len(train_pairs)}")
+        raise BatchingError(f"none of the {len(train_pairs):,} training pairs fits `train.max_len` ({train_cfg.max_len} "
+                            f"pieces a side, both sides non-empty); raise train.max_len or check the corpus")
     if skipped and rank == 0:
         reasons = [f"{why['too_long']} longer than max_len={train_cfg.max_len}"] * bool(why["too_long"]) + [
             f"{why['empty']} with an empty side"] * bool(why["empty"])
