@@ -111,6 +111,21 @@ def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_di
     assert sorted({m.step for m in history}) == [4, 8, 12, 16]
     assert [m.step for m in client.get_metric_history(again.mlflow_run_id, "dev/bleu")] == [8, 16]  # not validated twice
     assert client.get_run(again.mlflow_run_id).info.status == "FINISHED"
+    # Under another experiment name: still its result, and no empty MLflow run opened there.
+    elsewhere = ray_training.run_training(job.with_overrides(["job.experiment=elsewhere"]), progress_echo=lines.append)
+    assert elsewhere.mlflow_run_id == first.mlflow_run_id and mlflow.get_experiment_by_name("elsewhere") is None
+    # Another test limit or beam: its best checkpoint is tested again (it printed the old figures as the new ones).
+    retest: list[str] = []
+    fewer = ray_training.run_training(job.with_overrides(["job.test_limit=4", "job.test_beam=1"]), progress_echo=retest.append)
+    assert retest[0] == "run 'ddp-faults' finished already at step 16; testing its best checkpoint again (job.test_limit, job.test_beam changed)"
+    assert fewer.steps == 16 and fewer.test["test/bleu_signature"] and fewer.best_checkpoint == first.best_checkpoint
+    logged = client.get_run(first.mlflow_run_id).data.metrics["test/bleu"]
+    assert logged == pytest.approx(fewer.test["test/bleu"]) and "test/bleu" in fewer.test
+    assert client.get_run(first.mlflow_run_id).info.status == "FINISHED"
+    assert json.loads(client.get_run(first.mlflow_run_id).data.tags["mtcore.tested_with"])["job.test_limit"] == 4
+    same: list[str] = []
+    assert ray_training.run_training(job.with_overrides(["job.test_limit=4", "job.test_beam=1"]), progress_echo=same.append).test == fewer.test
+    assert len(same) == 1 and "finished already" in same[0]
     # Interrupted before its end (no outcome recorded): the same command resumes from the latest checkpoint.
     (runs_dir / "ray_train" / "ddp-faults" / ray_training.FINISHED_FILE).unlink()
     resumed: list[str] = []

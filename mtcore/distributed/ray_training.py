@@ -58,6 +58,8 @@ class PreparedInputs:
     mlflow_run_id: str
     run_name: str
     storage_path: str
+    # The run finished before with these settings and test settings: nothing is opened, trained or tested again.
+    finished: bool = False
 
     @property
     def run(self):
@@ -251,9 +253,27 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     run_name = job.run_name(version)
     storage = runs_storage()
     _check_same_settings(storage / run_name, job, version)
-    run = open_mlflow_run(job, run_name, train_data, parent_run_id, version)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
+    done = _finished_before(storage / run_name)
+    if done is not None and done[1] in (None, tested_with(job)):  # its MLflow run as it is: no empty run beside it
+        from mtcore.tracking import tracking_uri
+
+        return PreparedInputs(train_data, dev, test, str(spm.absolute()), tracking_uri(), done[0].mlflow_run_id, run_name,
+                              str(storage.absolute()), finished=True)
+    run = open_mlflow_run(job, run_name, train_data, parent_run_id, version)
     return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
+
+
+TEST_KEYS = {"test": "job.test_data", "limit": "job.test_limit", "beam": "job.test_beam"}
+
+
+def tested_with(job: TrainingJob) -> dict[str, Any]:
+    """What a finished run's test figures depend on besides the model: the test set's contents, limit and beam."""
+    from mtcore.runs import content_hash, input_files
+
+    path = Path(job.job.test_data)
+    return {"test": content_hash(path) if input_files(path) else str(path), "limit": job.job.test_limit,
+            "beam": job.job.test_beam}
 
 
 def _changed_keys(old: dict, new: dict, limit: int = 4) -> str:
@@ -571,13 +591,23 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     from mtcore.console import progress_line
 
     echo = progress_echo or progress_line
-    done = _finished_before(inputs)
-    if done is not None:  # the same settings and data (prepare_inputs checked): its result, not a second test pass
-        inputs.run.end("FINISHED")
-        echo(f"run '{inputs.run_name}' finished already at step {done.steps:,} (test BLEU "
-             f"{done.test.get('test/bleu', float('nan')):.2f}): nothing to train; to train it again, delete "
-             f"{Path(inputs.storage_path) / inputs.run_name} or pick another job.run_name")
-        return done
+    run_dir = Path(inputs.storage_path) / inputs.run_name
+    done = _finished_before(run_dir)
+    if done is not None:  # the same settings and data (prepare_inputs checked): its result, tested again if need be
+        outcome, tested = done
+        if not inputs.finished:  # another test set, limit or beam: its best checkpoint decodes that one
+            now = tested_with(job)
+            changed = ", ".join(TEST_KEYS[k] for k in now if tested.get(k) != now[k])
+            echo(f"run '{inputs.run_name}' finished already at step {outcome.steps:,}; testing its best checkpoint again "
+                 f"({changed} changed)")
+            outcome.test = finish_run(job, inputs, outcome.best_checkpoint, use_gpu, echo)
+            outcome.mlflow_run_id = inputs.mlflow_run_id
+            inputs.run.end("FINISHED")
+            _record_finished(run_dir, outcome, job)
+        echo(f"run '{inputs.run_name}' finished already at step {outcome.steps:,} (test BLEU "
+             f"{outcome.test.get('test/bleu', float('nan')):.2f}): nothing to train; to train it again, delete "
+             f"{run_dir} or pick another job.run_name")
+        return outcome
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
@@ -603,24 +633,29 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
     )
-    body = asdict(outcome) | {"best_checkpoint": str(best_dir)}
-    (Path(inputs.storage_path) / inputs.run_name / FINISHED_FILE).write_text(json.dumps(body, indent=2, default=str))
+    _record_finished(Path(inputs.storage_path) / inputs.run_name, outcome, job)
     return outcome
 
 
 FINISHED_FILE = "mtcore-finished.json"  # a run's outcome, once trained and tested: a rerun returns it
 
 
-def _finished_before(inputs: PreparedInputs) -> TrainingOutcome | None:
-    """The outcome of this run if it finished before (its best checkpoint still there); None otherwise."""
-    path = Path(inputs.storage_path) / inputs.run_name / FINISHED_FILE
+def _record_finished(run_dir: Path, outcome: TrainingOutcome, job: TrainingJob) -> None:
+    body = asdict(outcome) | {"best_checkpoint": str(outcome.best_checkpoint), "test_settings": tested_with(job)}
+    (run_dir / FINISHED_FILE).write_text(json.dumps(body, indent=2, default=str))
+
+
+def _finished_before(run_dir: Path) -> tuple[TrainingOutcome, dict[str, Any]] | None:
+    """(outcome, its test settings) of this run if it finished before (its best checkpoint still there); None
+    otherwise. A record from before test settings were kept counts as tested with today's."""
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
+        body = json.loads((run_dir / FINISHED_FILE).read_text(encoding="utf-8"))
         body["best_checkpoint"] = Path(body["best_checkpoint"])
+        tested = body.pop("test_settings", None)
         outcome = TrainingOutcome(**body)
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    return outcome if (outcome.best_checkpoint / "config.json").is_file() else None
+    return (outcome, tested) if (outcome.best_checkpoint / "config.json").is_file() else None
 
 
 def best_checkpoint(result, train_cfg) -> tuple[Any, dict[str, Any]]:
@@ -661,6 +696,9 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
                            dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
                            config=job.to_dict(), log_model=job.job.log_model, train_data=inputs.train_data,
                            test_data=inputs.test_data)
+    # The test figures' settings: a finished run tested again keeps its first params (MLflow never changes one).
+    with contextlib.suppress(Exception):
+        inputs.run.set_tags({"mtcore.tested_with": json.dumps({TEST_KEYS[k]: v for k, v in tested_with(job).items()})})
     return result
 
 
