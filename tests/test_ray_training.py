@@ -158,6 +158,29 @@ def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, run
                                     .with_overrides(["train.max_steps=24"]))
 
 
+def test_a_run_resumes_only_on_the_workers_it_had_and_a_changed_dev_set_is_named(runs_dir, toy_corpus, tmp_path):
+    """Resumed on a machine with 1 free CPU, a 2-worker run went on with 1 (half the batch, other shards) without a
+    word; `--workers 2` on a named run whose default had resolved to 2 was refused as other settings."""
+    import shutil
+
+    check = ray_training._check_same_settings
+    job = tiny_job(toy_corpus, run_name="mine", workers=0)
+    check(tmp_path / "mine", job, "v1", (2, False))
+    check(tmp_path / "mine", job, "v1", (2, False))  # the same: resumes
+    with pytest.raises(ray_training.JobError, match=r"'mine' was trained by 2 CPU worker\(s\) and would resume on 1 CPU "
+                                                    r"worker\(s\): a step's batch .* \(--workers 2\)"):
+        check(tmp_path / "mine", job, "v1", (1, False))
+    check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", workers=2), "v1", (2, False))  # what 0 resolved to
+    with pytest.raises(ray_training.JobError, match=r"other settings \(job.workers: 0 → 1\)"):
+        check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", workers=1), "v1", (1, False))
+    other_dev = tmp_path / "dev2.parquet"
+    shutil.copy(toy_corpus["train"], other_dev)
+    with pytest.raises(ray_training.JobError, match=r"other settings \(job.dev_data: .* → .*dev2.parquet'\)"):
+        check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", dev_data=str(other_dev), workers=0), "v1", (2, False))
+    shutil.copy(toy_corpus["dev"], other_dev)  # another path to the same pairs: the same run
+    check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", dev_data=str(other_dev), workers=0), "v1", (2, False))
+
+
 def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):
     job = tiny_job(toy_corpus, run_name="by-loss").with_overrides(["train.best_metric=loss", "train.validate_every=4"])
     outcome = ray_training.run_training(job)

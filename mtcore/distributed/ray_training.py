@@ -19,6 +19,7 @@ replaced and the run continues from the last checkpoint (`FailureConfig`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -236,7 +237,10 @@ def user_error_of(err: BaseException) -> BaseException | None:
     return None
 
 
-def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> PreparedInputs:
+def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
+                   scaling: tuple[int, bool] | None = None) -> PreparedInputs:
+    """The run's data, tokenizer, name and MLflow run, checked against what an earlier run of that name was made
+    with. `scaling`: the (workers, use_gpu) it will train on, which a resumed run must keep."""
     from mtcore.data.corpus import CorpusError, check_exists
 
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
@@ -252,9 +256,9 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None) -> Prepar
     version = data_version(train_data)  # the same path with other contents (a rerun data job) is another run
     run_name = job.run_name(version)
     storage = runs_storage()
-    _check_same_settings(storage / run_name, job, version)
-    dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
     done = _finished_before(storage / run_name)
+    _check_same_settings(storage / run_name, job, version, None if done else scaling)
+    dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
     if done is not None and done[1] in (None, tested_with(job)):  # its MLflow run as it is: no empty run beside it
         from mtcore.tracking import tracking_uri
 
@@ -276,31 +280,59 @@ def tested_with(job: TrainingJob) -> dict[str, Any]:
             "beam": job.job.test_beam}
 
 
+def _changed(old: dict, new: dict) -> dict[str, str]:
+    """{`train.max_steps`: `400 → 450`, …}: what differs between two job dicts (a run's refusal named two hashes).
+    Of the job's paths only the dev set's counts (the training data count by content, and name themselves)."""
+    return {f"{section}.{key}": f"{old.get(section, {}).get(key)!r} → {value!r}"
+            for section, values in new.items() if isinstance(values, dict)
+            for key, value in values.items() if old.get(section, {}).get(key) != value
+            and (section != "job" or key in TrainingJob.TRAINED_JOB_KEYS + ("dev_data",))}
+
+
 def _changed_keys(old: dict, new: dict, limit: int = 4) -> str:
-    """`train.max_steps: 400 → 450, …`: what differs between two job dicts (a run's refusal named two hashes)."""
-    diffs = [f"{section}.{key}: {old.get(section, {}).get(key)!r} → {value!r}"
-             for section, values in new.items() if isinstance(values, dict)
-             for key, value in values.items() if old.get(section, {}).get(key) != value
-             and (section != "job" or key in TrainingJob.TRAINED_JOB_KEYS)]  # the data count by content, not path
+    diffs = [f"{key}: {change}" for key, change in _changed(old, new).items()]
     return ", ".join(diffs[:limit]) + (f" and {len(diffs) - limit} more" if len(diffs) > limit else "")
 
 
-def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str) -> None:
-    """Resuming a run name with other settings or other training data would silently mix two experiments: refuse."""
+def _as_before(job: TrainingJob, old: dict) -> TrainingJob:
+    """`job` with the workers and GPU setting an earlier run of its name recorded (which resolved to the same)."""
+    was = (old.get("config") or {}).get("job", {})
+    return dataclasses.replace(job, job=dataclasses.replace(job.job, workers=was.get("workers", job.job.workers),
+                                                            use_gpu=was.get("use_gpu", job.job.use_gpu)))
+
+
+def _workers(scaling: tuple[int, bool]) -> str:
+    return f"{scaling[0]} {'GPU' if scaling[1] else 'CPU'} worker(s)"
+
+
+def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str, scaling: tuple[int, bool] | None = None) -> None:
+    """Resuming a run name with other settings or other training data would silently mix two experiments: refuse.
+    So would resuming on other workers (`scaling`): a step's batch is workers × train.max_tokens, and the shards
+    change mid-epoch. `job.workers`/`job.use_gpu` that name the workers the run had are the same settings."""
     marker = run_dir / "mtcore-fingerprint.json"
     now = job.fingerprint(data_version)
     if marker.is_file():
         old = json.loads(marker.read_text())
-        if old["fingerprint"] != now:
+        had = tuple(old["scaling"]) if old.get("scaling") else None
+        changed = _changed(old.get("config") or {}, job.to_dict())
+        same_workers = scaling is not None and had == tuple(scaling) and _as_before(job, old).fingerprint(data_version) == old["fingerprint"]
+        if old["fingerprint"] != now and not same_workers:
             was = old.get("data_version")
-            changed = _changed_keys(old.get("config") or {}, job.to_dict())
             what = (f"other training data (data version {was} != {data_version})" if was and was != data_version
-                    else f"other settings ({changed})" if changed
-                    else f"other settings (fingerprint {old['fingerprint']} != {now})")
+                    else f"other settings ({_changed_keys(old.get('config') or {}, job.to_dict())})" if changed
+                    else f"other dev data or settings (fingerprint {old['fingerprint']} != {now})")
             raise JobError(f"run '{run_dir.name}' exists with {what}; pick another job.run_name or delete {run_dir}")
+        if scaling is not None and had is not None and had != tuple(scaling):
+            raise JobError(f"run '{run_dir.name}' was trained by {_workers(had)} and would resume on {_workers(scaling)}: "
+                           f"a step's batch (workers × train.max_tokens) and each worker's share of the data would change "
+                           f"mid-run; resume it where {_workers(had)} are free (--workers {had[0]}), or pick another "
+                           f"job.run_name")
+        if scaling is not None and had is None:  # a run from before the workers were recorded: from now on
+            marker.write_text(json.dumps(old | {"scaling": list(scaling)}, indent=2))
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"fingerprint": now, "data_version": data_version, "config": job.to_dict()}, indent=2))
+        marker.write_text(json.dumps({"fingerprint": now, "data_version": data_version, "config": job.to_dict()}
+                                     | ({"scaling": list(scaling)} if scaling else {}), indent=2))
 
 
 # --------------------------------------------------------------------------- worker
@@ -587,7 +619,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     t0 = time.perf_counter()
     init_ray()
     workers, use_gpu = scaling_for(job)
-    inputs = prepare_inputs(job, parent_run_id)
+    inputs = prepare_inputs(job, parent_run_id, (workers, use_gpu))
     from mtcore.console import progress_line
 
     echo = progress_echo or progress_line
