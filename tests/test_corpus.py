@@ -396,6 +396,20 @@ def test_what_is_there_instead_of_a_readable_corpus_is_named(tmp_path):
         read_corpus(tmp_path / "texts")
 
 
+def test_a_folder_of_text_files_is_refused_by_the_existence_check(tmp_path):
+    """`train --data FOLDER` of train.en + train.vi passed the check (and --dry-run), then failed on the workers."""
+    from mtcore.data.corpus import check_exists
+
+    (tmp_path / "moses").mkdir()
+    for lang in ("en", "vi"):
+        (tmp_path / "moses" / f"train.{lang}").write_text("x\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"moses: directory holds no .parquet files; .*pass its prefix \(e.g. .*moses/train\)"):
+        check_exists(tmp_path / "moses")
+    check_exists(tmp_path / "moses" / "train")
+    write_parquet(pa.table({"src": ["a"], "tgt": ["b"]}), tmp_path / "stage" / "kept" / "part-0.parquet")
+    check_exists(tmp_path / "stage")  # a stage's output folder is read by its kept/
+
+
 def test_the_embedded_data_missing_from_an_installed_package_is_said_so(tmp_path, monkeypatch):
     """A wheel carries no data/: `evaluate` without --test said "data/test.parquet: file not found" of a default."""
     from mtcore.data import paths

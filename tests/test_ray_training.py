@@ -37,6 +37,8 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     lines: list[str] = []
     outcome = ray_training.run_training(tiny_job(toy_corpus, run_name="ddp-smoke"), progress_echo=lines.append)
     assert outcome.workers == 2 and outcome.steps == 16
+    tags = mlflow.MlflowClient(mlflow_uri).get_run(outcome.mlflow_run_id).data.tags  # the hardware it resolved to
+    assert (tags["mtcore.workers"], tags["mtcore.device"], tags["mtcore.tokens_per_step"]) == ("2", "cpu", "800")
     assert (outcome.best_checkpoint / "model.pt").exists() or any(outcome.best_checkpoint.iterdir())
     assert outcome.best_checkpoint.name == "best" and outcome.best_checkpoint.parent.name == outcome.run_name  # stable path
     shards = [json.loads((runs_dir / "ray_train" / "ddp-smoke" / "shards" / f"rank-{r}.json").read_text())["pairs"] for r in (0, 1)]

@@ -22,7 +22,7 @@ from mtcore.console import add_common_options, quiet
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
 from mtcore.distributed.jobs import DEFAULT_JOB
-from mtcore.distributed.ray_training import JobError, load_and_plan, resolve_train_data, run_training
+from mtcore.distributed.ray_training import JobError, check_heldout_data, load_and_plan, resolve_train_data, run_training
 
 DEFAULT_CONFIG = DEFAULT_JOB
 
@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.dry_run or not quiet():  # -q: the final summary (and warnings) only
             print("\n".join(plan.lines()), flush=True)
-        if args.dry_run:
-            if job.job.train_data:  # a missing corpus is said now, as the search's dry run says it
+        if args.dry_run:  # a missing or unreadable corpus is said now, as the search's dry run says it
+            check_heldout_data(job, read=True)
+            if job.job.train_data:
                 resolve_train_data(job)
             return 0
         outcome = run_training(job)

@@ -560,10 +560,14 @@ def not_found(path: Path, src_lang: str = "en", tgt_lang: str = "vi") -> CorpusE
 
 
 def check_exists(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -> None:
-    """A corpus path names a file, a folder or a Moses prefix of these languages; else `not_found`'s error."""
+    """A corpus path names a file, a folder of Parquet files (or a stage's output) or a Moses prefix of these
+    languages; else `not_found`'s error, or the one the reader gives a folder of other files."""
     path = Path(path)
     if not (path.is_file() or path.is_dir() or is_parallel_prefix(path, src_lang, tgt_lang)):
         raise not_found(path, src_lang, tgt_lang)
+    stage = path / "kept"
+    if path.is_dir() and not parquet_parts(path) and not (stage.is_dir() and parquet_parts(stage)):
+        raise CorpusError(f"{path}: directory holds no .parquet files{_folder_hint(path)}")
 
 
 def spool_stdin(folder: Path, stream: BinaryIO | None = None) -> Path:

@@ -237,10 +237,9 @@ def user_error_of(err: BaseException) -> BaseException | None:
     return None
 
 
-def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
-                   scaling: tuple[int, bool] | None = None) -> PreparedInputs:
-    """The run's data, tokenizer, name and MLflow run, checked against what an earlier run of that name was made
-    with. `scaling`: the (workers, use_gpu) it will train on, which a resumed run must keep."""
+def check_heldout_data(job: TrainingJob, read: bool = False) -> None:
+    """The dev and test sets exist (`read`: and read whole, so a damaged line or a wrong format is said before
+    training, not after it)."""
     from mtcore.data.corpus import CorpusError, check_exists
 
     for label, path in (("job.dev_data", job.job.dev_data), ("job.test_data", job.job.test_data)):
@@ -248,7 +247,15 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
             check_exists(path, *columns_of(job, path))
         except CorpusError as err:
             raise JobError(f"{label}: {err}") from None
-        load_pairs(path, job)  # read now: a damaged line or a wrong format is said before training, not after it
+        if read:
+            load_pairs(path, job)
+
+
+def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
+                   scaling: tuple[int, bool] | None = None) -> PreparedInputs:
+    """The run's data, tokenizer, name and MLflow run, checked against what an earlier run of that name was made
+    with. `scaling`: the (workers, use_gpu) it will train on, which a resumed run must keep."""
+    check_heldout_data(job, read=True)
     from mtcore.tracking import data_version
 
     train_data = resolve_train_data(job)
@@ -469,6 +476,7 @@ def _train_worker(config: dict[str, Any]) -> None:
         with checkpoint.as_directory() as directory:
             state, _ = load_resume_state(directory)  # a damaged latest checkpoint: the previous good one
         progress.write(f"resuming from step {state['step']} (epoch {state['epoch']})")
+        progress.t0 -= state.get("train_seconds", 0.0)  # the clock shows the budget spent over every resume
 
     def on_step(metrics: dict[str, float]) -> None:
         _maybe_inject_failure(job, rank, int(metrics["step"]), inputs)
@@ -640,6 +648,10 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
              f"{outcome.test.get('test/bleu', float('nan')):.2f}): nothing to train; to train it again, delete "
              f"{run_dir} or pick another job.run_name")
         return outcome
+    train = job.run.train  # what job.workers=0 / use_gpu=auto resolved to: the batch a step really had
+    with contextlib.suppress(Exception):
+        inputs.run.set_tags({"mtcore.workers": str(workers), "mtcore.device": "cuda" if use_gpu else "cpu",
+                             "mtcore.tokens_per_step": str(workers * train.max_tokens * train.accumulation)})
     with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
