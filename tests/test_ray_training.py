@@ -183,6 +183,29 @@ def test_a_run_resumes_only_on_the_workers_it_had_and_a_changed_dev_set_is_named
     check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", dev_data=str(other_dev), workers=0), "v1", (2, False))
 
 
+def test_test_pairs_in_the_training_data_and_a_corpus_of_repeats_are_said(toy_corpus, tmp_path, caplog):
+    """Training on a corpus that held 4 of the 20 test pairs reported a test BLEU without a word; so did 20 pairs
+    repeated 20 times."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mtcore.data.corpus import write_parquet
+
+    train, test = pq.read_table(toy_corpus["train"]), pq.read_table(toy_corpus["test"])
+    clean = tiny_job(toy_corpus)
+    with caplog.at_level("WARNING", logger="mtcore"):
+        ray_training.warn_leaks_and_repeats(clean, toy_corpus["train"])
+    assert not caplog.records  # the toy splits are disjoint and every pair distinct
+    leaky = write_parquet(pa.concat_tables([train, test.slice(0, 4)]), tmp_path / "leaky.parquet")
+    repeated = write_parquet(pa.concat_tables([train.slice(0, 20)] * 20), tmp_path / "repeated.parquet")
+    with caplog.at_level("WARNING", logger="mtcore"):
+        ray_training.warn_leaks_and_repeats(tiny_job(toy_corpus, train_data=str(leaky)), str(leaky))
+        ray_training.warn_leaks_and_repeats(tiny_job(toy_corpus, train_data=str(repeated)), str(repeated))
+    said = [r.getMessage() for r in caplog.records if r.name == "mtcore.distributed.ray_training"]
+    assert len(said) == 2 and said[0].startswith("4 of the 30 test sources (13.3 %) are also training sources, e.g. ")
+    assert said[1].startswith("380 of the 400 training pairs (95 %) repeat another pair exactly")
+
+
 def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):
     job = tiny_job(toy_corpus, run_name="by-loss").with_overrides(["train.best_metric=loss", "train.validate_every=4"])
     outcome = ray_training.run_training(job)

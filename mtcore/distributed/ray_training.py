@@ -166,6 +166,38 @@ def check_synthetic_side(table, path: str, job: TrainingJob, langs: tuple[str, s
                         "trained on", path, limit, f"{synthetic:,}")
 
 
+DUPLICATE_SHARE = 0.05  # exact repeats above this share of the training pairs are worth a warning
+
+
+def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
+    """Training pairs whose source is a dev or test source (the test BLEU is then partly memory), and a corpus
+    much of which repeats itself: said, with what drops them. The embedded job's cleaned corpus has neither."""
+    import pyarrow.compute as pc
+
+    from mtcore.data.corpus import read_corpus
+
+    def sources(path: str):
+        langs = columns_of(job, path)
+        return read_corpus(path, src_lang=langs[0], tgt_lang=langs[1])
+
+    table = sources(train_data)
+    if job.job.train_limit:
+        table = table.slice(0, job.job.train_limit)
+    trained = pc.utf8_trim_whitespace(table["src"])
+    for label, path in (("test", job.job.test_data), ("dev", job.job.dev_data)):
+        held = pc.unique(pc.utf8_trim_whitespace(sources(path)["src"]))
+        leaked = pc.filter(held, pc.is_in(held, value_set=trained))
+        if len(leaked):
+            log.warning("%s of the %s %s sources (%.1f %%) are also training sources, e.g. %r: %s BLEU is then partly "
+                        "memory; clean the training corpus with pipelines/clean.py (its test_overlap rule drops them)",
+                        f"{len(leaked):,}", f"{len(held):,}", label, 100 * len(leaked) / len(held), leaked[0].as_py()[:60], label)
+    repeats = len(table) - pc.count_distinct(pc.binary_join_element_wise(table["src"], table["tgt"], "\t")).as_py()
+    if repeats > DUPLICATE_SHARE * len(table):
+        log.warning("%s of the %s training pairs (%.0f %%) repeat another pair exactly: they weigh those pairs up and "
+                    "the epochs down; pipelines/clean.py drops them (its duplicate rule)", f"{repeats:,}",
+                    f"{len(table):,}", 100 * repeats / len(table))
+
+
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
     """Train the joint SentencePiece model once per (corpus, size); later runs reuse it."""
     from mtcore.data.corpus import read_corpus
@@ -265,6 +297,8 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
     storage = runs_storage()
     done = _finished_before(storage / run_name)
     _check_same_settings(storage / run_name, job, version, None if done else scaling)
+    if done is None:
+        warn_leaks_and_repeats(job, train_data)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
     if done is not None and done[1] in (None, tested_with(job)):  # its MLflow run as it is: no empty run beside it
         from mtcore.tracking import tracking_uri
