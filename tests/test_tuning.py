@@ -190,11 +190,13 @@ def test_tiny_search_tracks_trials_registers_the_best_and_survives_a_crashing_tr
     tj = tiny_search(toy_corpus, space, num_samples=1, workers_per_trial=1)  # 2 trials × 1 worker at a time
     out = tuning.run_search(tj)  # verbose=1: mtcore's progress lines, none of Ray Tune's own
 
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "Trial task failed" not in captured.err  # Ray's 70-line traceback; mtcore's line gives its last line
     assert out.plan.concurrent_trials == 2 and out.plan.workers_per_trial == 1 and not out.interrupted
     for r in out.rows:
         assert re.search(rf"^trial {r.trial_id.split('_')[-1]} started \(\d/3\): max_positions={r.values['model.max_positions']} ", printed, re.M)
-    assert re.search(r"^trial \d+ failed .*the search goes on", printed, re.M)
+    assert re.search(r"^trial \d+ failed \([^)]*\): .*max_positions.*; the search goes on", printed, re.M), printed
     assert re.search(r"^trial \d+ step +\d+  dev BLEU [\d.]+ \(best [\d.]+\)", printed, re.M)
     assert re.search(r"^trial \d+ (finished at step \d+: best dev BLEU [\d.]+, test BLEU|stopped early at step)", printed, re.M)
     assert "[3/3 done]" in printed
@@ -464,6 +466,12 @@ def test_cli_takes_overrides_anywhere_and_checks_the_seed(capsys):
     (["job.run_name=mine", "job.experiment=x"], None, "job.run_name, job.experiment is set per trial by the search"),
     ([], "train.lr_scale: {loguniform: [1e-1, 2]}\n", None),  # 1e-1, text to YAML 1.1, is the number it means
     ([], "train.lr_scale: {loguniform: [.nan, 2]}\n", "loguniform needs [low, high] numbers"),
+    # --overwrite deletes runs/ray_tune/NAME: `..` deleted the whole workspace; `a/b` failed after Ray had started
+    (["search.name=.."], None, "`search.name` '..': a search name is one folder name"),
+    (["search.name=a/b"], None, "`search.name` 'a/b': a search name is one folder name"),
+    (["search.experiment="], None, "`search.experiment` is empty"),  # an MlflowException traceback after Ray started
+    # a range of 137 integers had only its ends checked: most of its values failed their trials
+    ([], "model.d_model: {randint: [64, 200]}\n", "search space `model.d_model`: value 65 is not allowed"),
 ])
 def test_search_settings_a_review_found_accepted_or_refused_wrongly(tmp_path, overrides, space, message):
     from mtcore.config import ConfigError
@@ -479,6 +487,27 @@ def test_search_settings_a_review_found_accepted_or_refused_wrongly(tmp_path, ov
         return
     with pytest.raises(ConfigError, match=re.escape(message)):
         TuneJob.load(Path(__file__).resolve().parents[1] / "experiments/configs/tune_tiny.yaml", overrides, space_file=path)
+
+
+def test_a_search_that_could_not_run_as_asked_is_refused_before_it_starts(capsys):
+    """Optuna crashed (a traceback, a FAILED parent and a leftover tuner.pkl) on a base job outside its space; ASHA
+    with its first rung past the last step stopped nothing, silently; --resume --overwrite was accepted."""
+    from mtcore.distributed.tune.driver import check_searcher
+    from mtcore.distributed.tune.space import TuneJob, TuneError
+
+    tiny = Path(__file__).resolve().parents[1] / "experiments/configs/tune_tiny.yaml"
+    outside = TuneJob.load(tiny, ["search.search=optuna", "search.start_from_base=true", "model.heads=1"])
+    with pytest.raises(TuneError, match=r"the base job's model.heads=1 is outside the search space's choice \[2, 4, 8\]"):
+        check_searcher(outside)
+    check_searcher(TuneJob.load(tiny, ["search.search=optuna", "search.start_from_base=true"]))  # heads 4: inside
+    with pytest.raises(TuneError, match=r"first rung .*step 30.* is not before train.max_steps \(24\)"):
+        check_searcher(TuneJob.load(tiny, ["search.asha.grace_period=30"]))
+    check_searcher(TuneJob.load(tiny, ["search.asha.grace_period=30", "search.scheduler=fifo"]))
+    from mtcore.cli.tune import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--resume", "--overwrite"])
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("asha, message", [

@@ -9,12 +9,15 @@ batch_size) come from `params` when given, else DecodeConfig's defaults.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import mlflow.pyfunc
 
 from mtcore.config import DecodeConfig
+
+log = logging.getLogger(__name__)
 
 ARTIFACT = "checkpoint"
 # Inference params the model accepts, with their defaults (DecodeConfig's): predict(..., params={"beam": 1})
@@ -82,5 +85,10 @@ def log_translator(checkpoint_dir: str | Path, name: str = "translator", run=Non
 
 def register_translator(model_uri: str, name: str, tags: dict[str, str]) -> str:
     """Register a logged translator in the model registry; returns `NAME/VERSION`."""
-    version = mlflow.register_model(model_uri, name, tags=tags)
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):  # MLflow prints "Successfully registered…" itself, even under -q
+        version = mlflow.register_model(model_uri, name, tags=tags)
+    log.info("registered %s version %s in the MLflow model registry", version.name, version.version)
     return f"{version.name}/{version.version}"

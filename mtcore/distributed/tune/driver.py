@@ -95,10 +95,26 @@ def _searcher(tj: TuneJob, concurrent: int):
 
 
 def check_searcher(tj: TuneJob) -> None:
-    """The searcher can be built here: said by --dry-run, and before a search writes anything or opens a run."""
+    """The searcher and scheduler can be built here: said by --dry-run, and before a search writes anything or opens
+    a run."""
     if tj.search.search == "optuna" and importlib.util.find_spec("optuna") is None:
         raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
                         "(or use --search random)")
+    if tj.search.search == "optuna" and tj.search.start_from_base:  # Optuna's study rejects a first point off its space
+        point = base_point(tj)
+        for p in tj.search.space:
+            section, name = p.key.split(".", 1)
+            value = point[section][name]
+            inside = value in p.values if p.kind == "choice" else p.values[0] <= value <= p.values[1]
+            if not inside:
+                raise TuneError(f"search.start_from_base: the base job's {p.key}={value!r} is outside the search space's "
+                                f"{p.describe()}, and Optuna can only start from a point of its space; add it to the "
+                                "space, or pass search.start_from_base=false (random search starts from it anyway)")
+    t, grace = tj.base.run.train, _asha_bounds(tj)[0]
+    if tj.search.scheduler == "asha" and t.max_steps and grace >= t.max_steps:
+        raise TuneError(f"ASHA's first rung (search.asha.grace_period, or train.validate_every: step {grace:,}) is not "
+                        f"before train.max_steps ({t.max_steps:,}): it would stop no trial; lower the grace period, or "
+                        "use --scheduler fifo")
 
 
 def plan_search(tj: TuneJob) -> ResourcePlan:

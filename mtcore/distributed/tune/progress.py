@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 from mtcore.distributed.tune.space import METRIC, TIME_ATTR, Param, flat_trial_values
@@ -31,8 +32,13 @@ def quiet_tune_output() -> Iterator[None]:
     before = os.environ.get(_NEW_OUTPUT)
     os.environ[_NEW_OUTPUT] = "0"
     tune_log = logging.getLogger("ray.tune.tune")
-    restore_advice = _DropMessages("Experiment has been interrupted", "Training has been interrupted")
+    restore_advice = _DropMessages("Experiment has been interrupted", "Training has been interrupted",
+                                   "Trials did not complete")
     tune_log.addFilter(restore_advice)
+    # A failed trial's traceback (70 lines of Ray's): mtcore's line for it gives the error's own last line.
+    controller_log = logging.getLogger("ray.tune.execution.tune_controller")
+    trial_traceback = _DropMessages("Trial task failed for trial")
+    controller_log.addFilter(trial_traceback)
     optuna_log = logging.getLogger("optuna")
     optuna_level = optuna_log.level
     optuna_log.setLevel(logging.WARNING)  # "A new study created in memory with name: optuna"
@@ -40,11 +46,21 @@ def quiet_tune_output() -> Iterator[None]:
         yield
     finally:
         tune_log.removeFilter(restore_advice)
+        controller_log.removeFilter(trial_traceback)
         optuna_log.setLevel(optuna_level)
         if before is None:
             os.environ.pop(_NEW_OUTPUT, None)
         else:
             os.environ[_NEW_OUTPUT] = before
+
+
+def _last_error_line(trial) -> str:
+    """The error a trial ended on, as the last line of its traceback (mtcore's errors are one line)."""
+    try:
+        lines = [line.strip() for line in Path(trial.error_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, TypeError):
+        return "see its error.txt"
+    return lines[-1][:300] if lines else "see its error.txt"
 
 
 class _DropMessages:
@@ -109,8 +125,8 @@ def progress_callback(space: tuple[Param, ...], total: int, stream=None):
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self.ended += 1
-            self._print(f"trial {_short_id(trial)} failed ({self._minutes(trial)}); the search goes on  "
-                        f"[{self.ended}/{total} done]")
+            self._print(f"trial {_short_id(trial)} failed ({self._minutes(trial)}): {_last_error_line(trial)}; the "
+                        f"search goes on  [{self.ended}/{total} done]")
             self.reported.add(trial.trial_id)
 
         def on_experiment_end(self, trials, **info):

@@ -16,6 +16,7 @@ import itertools
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
 SCHEDULERS = ("asha", "fifo")
 SEARCHERS = ("random", "optuna")
 MAX_COMBINATIONS = 20_000  # beyond this, combinations are checked pairwise instead of all together
-RANDINT_CHECKED = 64  # a randint range this narrow has every value checked, not only its ends
+RANDINT_CHECKED = 256  # a randint range this narrow has every value checked, not only its ends
 SEARCHABLE = {"model": ModelConfig, "train": TrainConfig}
 
 
@@ -203,6 +204,12 @@ class SearchConfig:
                               "add search.start_from_base=false to the command (the default search starts from the base)")
         if not self.space:
             raise ConfigError("`search.space` is empty: name at least one model.* or train.* key to search")
+        # The search's folder is runs/ray_tune/NAME, which --overwrite deletes: `..` deleted the whole workspace.
+        if self.name and (not re.fullmatch(r"[\w.+-]+", self.name) or self.name in (".", "..")):
+            raise ConfigError(f"`search.name` {self.name!r}: a search name is one folder name (letters, digits, _ . + -); "
+                              "searches are kept under runs/ray_tune/NAME")
+        if not str(self.experiment).strip():
+            raise ConfigError("`search.experiment` is empty: name the MLflow experiment (default tune_transformer)")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SearchConfig:
