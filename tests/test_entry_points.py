@@ -119,6 +119,15 @@ def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch
     assert any(line.startswith("step     10  dev BLEU") and "(best" in line for line in out.splitlines())  # progress
 
 
+def test_a_dry_run_reads_the_dev_and_test_sets(ray_local, tmp_path, capsys):
+    """It exited 0 on a missing dev set (and on a damaged one); the run then failed after Ray had started."""
+    assert script("experiments/train_transformer.py")(["--dry-run", f"job.dev_data={tmp_path / 'no_dev.tsv'}"]) == 2
+    assert f"error: job.dev_data: {tmp_path / 'no_dev.tsv'}: file not found" in capsys.readouterr().err
+    (tmp_path / "test.tsv").write_text("Open\tMở\nSave\tLưu\tthird\n", encoding="utf-8")
+    assert script("experiments/train_transformer.py")(["--dry-run", f"job.test_data={tmp_path / 'test.tsv'}"]) == 2
+    assert "test.tsv:2" in capsys.readouterr().err
+
+
 def test_train_transformer_cli_bad_override(capsys):
     assert script("experiments/train_transformer.py")(["model.heads=3"]) == 2
     assert "`heads` (3) must divide `d_model` (128)" in capsys.readouterr().err  # auto → mini on CPU
