@@ -204,6 +204,13 @@ def test_test_pairs_in_the_training_data_and_a_corpus_of_repeats_are_said(toy_co
     said = [r.getMessage() for r in caplog.records if r.name == "mtcore.distributed.ray_training"]
     assert len(said) == 2 and said[0].startswith("4 of the 30 test sources (13.3 %) are also training sources, e.g. ")
     assert said[1].startswith("380 of the 400 training pairs (95 %) repeat another pair exactly")
+    # An augmented set (the main job's output) repeats its real pairs when upsampled: not a warning.
+    caplog.clear()
+    doubled = pa.concat_tables([train, train]).append_column("synthetic", pa.array([False] * 2 * len(train)))
+    augmented = write_parquet(doubled, tmp_path / "augmented.parquet")
+    with caplog.at_level("WARNING", logger="mtcore"):
+        ray_training.warn_leaks_and_repeats(tiny_job(toy_corpus, train_data=str(augmented)), str(augmented))
+    assert not [r for r in caplog.records if r.name == "mtcore.distributed.ray_training"]
 
 
 def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):

@@ -191,6 +191,8 @@ def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
             log.warning("%s of the %s %s sources (%.1f %%) are also training sources, e.g. %r: %s BLEU is then partly "
                         "memory; clean the training corpus with pipelines/clean.py (its test_overlap rule drops them)",
                         f"{len(leaked):,}", f"{len(held):,}", label, 100 * len(leaked) / len(held), leaked[0].as_py()[:60], label)
+    if "synthetic" in table.column_names:  # an augmented set repeats its real pairs on purpose (its `upsample`)
+        return
     repeats = len(table) - pc.count_distinct(pc.binary_join_element_wise(table["src"], table["tgt"], "\t")).as_py()
     if repeats > DUPLICATE_SHARE * len(table):
         log.warning("%s of the %s training pairs (%.0f %%) repeat another pair exactly: they weigh those pairs up and "
