@@ -688,7 +688,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     with contextlib.suppress(Exception):
         inputs.run.set_tags({"mtcore.workers": str(workers), "mtcore.device": "cuda" if use_gpu else "cpu",
                              "mtcore.tokens_per_step": str(workers * train.max_tokens * train.accumulation)})
-    with follow_progress(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, echo):
+    with follow_progress(run_dir / PROGRESS_FILE, echo):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
             result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
@@ -707,13 +707,13 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     best_ckpt, best_metrics = best_checkpoint(result, job.run.train)
     if best_ckpt is None:
         raise JobError(f"training run '{inputs.run_name}' reported no checkpoint")
-    best_dir = _publish_best(Path(best_ckpt.path), Path(inputs.storage_path) / inputs.run_name / "best")
+    best_dir = _publish_best(Path(best_ckpt.path), run_dir / "best")
     test = finish_run(job, inputs, best_dir, use_gpu, echo)
     outcome = TrainingOutcome(
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
     )
-    _record_finished(Path(inputs.storage_path) / inputs.run_name, outcome, job)
+    _record_finished(run_dir, outcome, job)
     return outcome
 
 

@@ -54,13 +54,19 @@ def quiet_tune_output() -> Iterator[None]:
             os.environ[_NEW_OUTPUT] = before
 
 
-def _last_error_line(trial) -> str:
+def error_line(error, limit: int = 200) -> str:
     """The error a trial ended on, as the last line of its traceback (mtcore's errors are one line)."""
+    lines = str(error).strip().splitlines()
+    return lines[-1][:limit] if lines else ""
+
+
+def _trial_error(trial) -> str:
+    """The last line of a failed trial's error.txt (Tune's `get_error` reads it from storage, not yet synced then)."""
     try:
-        lines = [line.strip() for line in Path(trial.error_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+        text = Path(trial.error_file).read_text(encoding="utf-8")
     except (OSError, TypeError):
         return "see its error.txt"
-    return lines[-1][:300] if lines else "see its error.txt"
+    return error_line(text, 300) or "see its error.txt"
 
 
 class _DropMessages:
@@ -125,7 +131,7 @@ def progress_callback(space: tuple[Param, ...], total: int, stream=None):
 
         def on_trial_error(self, iteration, trials, trial, **info):
             self.ended += 1
-            self._print(f"trial {_short_id(trial)} failed ({self._minutes(trial)}): {_last_error_line(trial)}; the "
+            self._print(f"trial {_short_id(trial)} failed ({self._minutes(trial)}): {_trial_error(trial)}; the "
                         f"search goes on  [{self.ended}/{total} done]")
             self.reported.add(trial.trial_id)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from mtcore.distributed import ray_training
 from mtcore.distributed.jobs import TrainingJob
+from mtcore.distributed.tune.progress import error_line
 from mtcore.distributed.tune.resources import ResourcePlan
 from mtcore.distributed.tune.space import METRIC, TIME_ATTR, Param, TuneJob, flat_trial_values
 from mtcore.distributed.tune.trial import trial_job
@@ -105,7 +106,7 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
             trial_id=str(trial_id), values=values, status=status, steps=steps, best_dev_bleu=best,
             test_bleu=last.get("final/test_bleu"), minutes=minutes, checkpoint=ckpt,
             mlflow_run_id=last.get("final/mlflow_run_id"),
-            error=str(result.error).strip().splitlines()[-1][:200] if result.error is not None else "",
+            error=error_line(result.error) if result.error is not None else "",
             test={k.replace("final/", "test/").replace("test/test_", "test/"): last[k] for k in
                   ("final/test_bleu", "final/test_chrf", "final/test_bleu_signature") if k in last},
             best_dev_loss=dev_loss,
