@@ -34,6 +34,7 @@ from typing import Any
 from mtcore.config import ConfigError
 from mtcore.errors import Interrupted, MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
+from mtcore.distributed.progress import PROGRESS_FILE, ProgressFile, follow_progress
 from mtcore.data.paths import RAW_PARALLEL
 from mtcore.runs import home
 
@@ -381,30 +382,12 @@ def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str, sca
 # --------------------------------------------------------------------------- worker
 
 
-PROGRESS_FILE = "progress.log"
-
-
-class ProgressLog:
-    """Rank 0's progress lines, appended to a file in the run's storage: the driver prints them as they
-    come (`follow_progress`), on one machine and on a cluster whose storage every node shares."""
-
-    def __init__(self, path: Path, budget_min: float, enabled: bool):
-        self.path, self.budget, self.enabled, self.t0 = path, budget_min, enabled, time.perf_counter()
-        if enabled:
-            path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(self, line: str) -> None:
-        if self.enabled:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-
-    def _clock(self) -> str:
-        spent = (time.perf_counter() - self.t0) / 60
-        return f"{spent:.1f}/{self.budget:g} min" if self.budget else f"{spent:.1f} min"
+class ProgressLog(ProgressFile):
+    """A training run's step and validation lines."""
 
     def step(self, m: dict[str, float]) -> None:
         self.write(f"step {int(m['step']):>6}  epoch {int(m['epoch'])}  loss {m['train/loss']:.3f}  "
-                   f"lr {m['train/lr']:.2e}  {m['train/tokens_per_s']:,.0f} tok/s  {self._clock()}")
+                   f"lr {m['train/lr']:.2e}  {m['train/tokens_per_s']:,.0f} tok/s  {self.clock()}")
 
     def validation(self, m: dict[str, float], best: dict[str, float], best_metric: str = "bleu") -> None:
         """One line per validation; "(best …)" follows the metric that picks the checkpoint."""
@@ -412,7 +395,7 @@ class ProgressLog:
         bleu_best = f" (best {best['dev/bleu']:.2f})" if best_metric == "bleu" else ""
         loss_best = f" (best {best['dev/loss']:.3f})" if best_metric == "loss" else ""
         self.write(f"step {int(m['step']):>6}  {what}dev BLEU {m['dev/bleu']:.2f}{bleu_best}  "
-                   f"dev loss {m['dev/loss']:.3f}{loss_best}  {self._clock()}")
+                   f"dev loss {m['dev/loss']:.3f}{loss_best}  {self.clock()}")
 
 
 class ProgressWarnings(logging.Handler):
@@ -425,35 +408,6 @@ class ProgressWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.progress.write(f"warning: {record.getMessage()}")
-
-
-@contextlib.contextmanager
-def follow_progress(path: Path, echo=print):
-    """Print the lines a run appends to `path` while the body runs (a daemon thread tails the file)."""
-    import threading
-
-    stop = threading.Event()
-
-    def tail() -> None:
-        offset = path.stat().st_size if path.exists() else 0  # a resumed run's old lines are not repeated
-        while True:
-            if path.exists():
-                with path.open(encoding="utf-8") as fh:
-                    fh.seek(offset)
-                    for line in fh.readlines():
-                        echo(line.rstrip("\n"))
-                    offset = fh.tell()
-            if stop.wait(1.0):
-                if not path.exists() or path.stat().st_size == offset:
-                    return
-
-    thread = threading.Thread(target=tail, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 USER_ERROR_FILE = "mtcore-user-error.json"  # a worker's setting or data error, for the retries of the same fit
