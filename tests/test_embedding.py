@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -167,7 +168,7 @@ def test_config_rejects_unknown_keys():
         EncoderConfig(d_model=64, heads=3, layers=1)
 
 
-def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow_uri):
+def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow_uri, capsys):
     cfg = EncoderTrainConfig(model=EncoderConfig(**TINY_MODEL), batch_size=64, epochs=8, warmup=10, heldout=100, log_every=10)
     result = train_encoder(tiny_corpus(), tmp_path / "enc", cfg, run_name="tiny")
     assert is_encoder_dir(result.path)
@@ -180,8 +181,11 @@ def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow
 
     run = mlflow.MlflowClient(mlflow_uri).get_run(result.run_id)
     assert run.data.metrics["p_at_1_en_vi"] == pytest.approx(result.metrics["p_at_1_en_vi"])
-    assert "loss" in run.data.metrics  # step-wise, from rank 0
+    assert "loss" in run.data.metrics and "total" not in run.data.metrics  # step-wise, from rank 0
     assert run.info.status == "FINISHED"
+    out = capsys.readouterr().out  # the user sees the workers' progress, the last step always
+    steps = re.findall(r"encoder step +(\d+)/(\d+)  loss", out)
+    assert steps and steps[-1][0] == steps[-1][1], out
     enc = load_builtin(result.path)
     assert enc.encode(["Open the file"]).shape == (1, 64)
 

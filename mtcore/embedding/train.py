@@ -298,7 +298,8 @@ def fit(
             seen += len(idx)
             if step % cfg.log_every == 0 or step == total:
                 elapsed = time.perf_counter() - t0
-                last = {"loss": loss.item(), "lr": sched.get_last_lr()[0], "pairs_per_s": seen / elapsed, "step": step}
+                last = {"loss": loss.item(), "lr": sched.get_last_lr()[0], "pairs_per_s": seen / elapsed, "step": step,
+                        "total": total}
                 if on_log:
                     on_log(last, step)
     model.eval()
@@ -338,6 +339,27 @@ def _tokenizer_from_bytes(spm_bytes: bytes, directory: str) -> Tokenizer:
     return Tokenizer(path)
 
 
+class _StepLines:
+    """Rank 0's logging callback: every logged step to MLflow, and a progress line for the user at most every
+    15 s (the first use of the built-in encoder trains for minutes before the job's first line of its own)."""
+
+    def __init__(self, mlflow_log, progress_path: str | None, every_s: float = 15.0):
+        from mtcore.distributed.progress import ProgressFile
+
+        self.mlflow_log, self.every_s, self.last_line = mlflow_log, every_s, 0.0
+        self.progress = ProgressFile(Path(progress_path), 0, enabled=bool(progress_path)) if progress_path else None
+
+    def __call__(self, metrics: dict, step: int) -> None:
+        if self.mlflow_log is not None:
+            self.mlflow_log({k: v for k, v in metrics.items() if k != "total"}, step)
+        now = time.perf_counter()
+        total = metrics.get("total", step)
+        if self.progress is not None and (now - self.last_line >= self.every_s or step == total):
+            self.last_line = now
+            self.progress.write(f"encoder step {step:>6}/{total}  loss {metrics['loss']:.3f}  "
+                                f"{metrics['pairs_per_s']:,.0f} pairs/s  {self.progress.clock()}")
+
+
 def train_loop_per_worker(config: dict) -> None:
     """One Ray Train worker: tokenise its data, `fit`, rank 0 logs to MLflow and saves a checkpoint."""
     import ray.train
@@ -357,7 +379,7 @@ def train_loop_per_worker(config: dict) -> None:
         model = ray.train.torch.prepare_model(model) if world > 1 or cfg.use_gpu else model.to(device)
         from mtcore.tracking.run import SafeLogger
 
-        on_log = SafeLogger(run) if rank == 0 and run is not None else None
+        on_log = _StepLines(SafeLogger(run) if run is not None else None, config.get("progress")) if rank == 0 else None
         last = fit(model, src_ids, tgt_ids, cfg, device=device, on_log=on_log, rank=rank, world_size=world, hard=hard)
         if rank == 0:
             ckpt_dir = Path(tmp) / "encoder"
@@ -397,7 +419,9 @@ def train_encoder(
     import ray.train
     from ray.train.torch import TorchTrainer
 
+    from mtcore.console import progress_line
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
+    from mtcore.distributed.progress import PROGRESS_FILE, follow_progress
     from mtcore.data.corpus import read_corpus, write_parquet
     from mtcore.runs import home
 
@@ -421,6 +445,8 @@ def train_encoder(
         hard = fuzzy_partners(train["src"].to_pylist(), train["tgt"].to_pylist(), origins).tolist()
 
     t0 = time.perf_counter()
+    progress_line(f"encoder: {len(train):,} training pairs ({n_input:,} read, {len(held):,} held out, {len(reference):,} "
+                  f"reference pairs); training its tokenizer")
     with tempfile.TemporaryDirectory() as tmp:
         texts = train["src"].to_pylist() + train["tgt"].to_pylist()
         tok = train_tokenizer(texts, Path(tmp) / "spm.model", vocab_size=cfg.model.vocab_size)
@@ -443,14 +469,20 @@ def train_encoder(
         run = open_run(EXPERIMENT, run_name or f"encoder-{output.name}", tags=tracking.standard_tags(EXPERIMENT, corpus_tag),
                        params=tracking.flatten(train_dict) | {"data.train_pairs": len(train), "data.heldout_pairs": len(held),
                                                               "data.input_rows": n_input, "data.cleaned_by": cleaned_by})
+    storage = (home() / "ray_results").resolve()
+    progress = storage / f"train_encoder-{output.name}" / PROGRESS_FILE
+    progress.unlink(missing_ok=True)
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(), "hard": hard, "run": run},
+            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(),
+                               "hard": hard, "run": run, "progress": str(progress)},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
-            run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str((home() / "ray_results").resolve())),
+            run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str(storage)),
         )
-        result = trainer.fit()
+        progress_line(f"encoder: training on {cfg.num_workers} Ray Train {'GPU' if cfg.use_gpu else 'CPU'} worker(s)")
+        with follow_progress(progress, progress_line):
+            result = trainer.fit()
         train_s = time.perf_counter() - t0
         tmp_out = output.with_name(output.name + ".partial")
         shutil.rmtree(tmp_out, ignore_errors=True)
