@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mtcore.backtranslation import BTConfig, BTError, run_backtranslation
-from mtcore.backtranslation.pipeline import STAGES
+from mtcore.backtranslation.pipeline import STAGES, WEAK_REVERSE_BLEU
 from mtcore.runs import resolve_data
 from mtcore.data.corpus import write_parquet
 from mtcore.embedding.encoder import EncoderConfig
@@ -38,15 +38,17 @@ def bt_inputs(tmp_path_factory):
 
 def config(root, out, **kw):
     return BTConfig(**{"corpus": str(root / "corpus.parquet"), "mono": str(root / "mono.vi"), "output": str(out),
-                       "encoder": str(root / "encoder"), "reverse_preset": "tiny", "reverse_vocab": 400, "max_mono": 60,
+                       "encoder": str(root / "encoder"), "reverse_preset": "tiny", "reverse_steps": 40, "reverse_vocab": 400, "max_mono": 60,
                        "ratio": 1.0, **kw})
 
 
-def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs):
+def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs, caplog):
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     out = tmp_path / "bt"
     result = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
     assert [s["stage"] for s in result.stages] == list(STAGES) and result.reused == []
+    warned = any("the reverse model reached dev BLEU" in r.getMessage() for r in caplog.records)
+    assert warned == (result.reverse_dev_bleu < WEAK_REVERSE_BLEU)  # a weak reverse model is said, a good one not
 
     report = json.loads((out / "report.json").read_text())
     for stage in report["stages"]:  # every stage reconciles

@@ -45,8 +45,12 @@ class BTConfig:
     clean_config: str | None = None  # cleaning rules YAML (default: mtcore's)
     align_score: str = "margin"  # one of ALIGN_SCORES
     encoder: str = "builtin"
-    reverse_minutes: float = 5.0  # training budget of the reverse model when reverse_model == "train"
-    reverse_steps: int = 0  # a step budget instead (0 = the clock decides): the same model whatever the machine's load
+    # The reverse model's budget, in steps: the same model whatever the machine's load. 1,500 steps of `mini` is the
+    # reverse model of experiments/bt_effect.py, whose noised BT won there (dev BLEU 15.45 on a tenth of the corpus);
+    # the 5-minute clock budget of before reached dev BLEU 7.06 on a quiet machine and 1.98–2.86 on a busy one, and
+    # the synthetic filter then rejected two thirds to three quarters of its output (benchmarks/RESULTS.md).
+    reverse_steps: int = 1500
+    reverse_minutes: float = 5.0  # a clock budget instead, with reverse_steps = 0
     reverse_preset: str = "mini"  # on 2 CPUs a minutes-long budget buys ~10x more steps of `mini` than of `small`
     reverse_train_limit: int = 0  # first N aligned pairs for the reverse model (0 = all): tests
     reverse_vocab: int = 8000

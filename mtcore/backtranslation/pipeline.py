@@ -35,6 +35,9 @@ from mtcore.nmt.tokenizer import BT_TAG
 
 log = logging.getLogger(__name__)
 STAGES = ("clean", "align_filter", "reverse_model", "select_mono", "backtranslate", "synthetic_filter", "assemble")
+# Below this dev BLEU a reverse model's back-translations are mostly noise: at 2–3 the synthetic filter rejected two
+# thirds to three quarters of them; bt_effect's gains came with reverse models of 11–15 (benchmarks/RESULTS.md).
+WEAK_REVERSE_BLEU = 10.0
 
 
 @dataclass
@@ -198,6 +201,10 @@ def stage_reverse(cfg: BTConfig, stage: StageDir, aligned: Path, given: str | No
         shutil.rmtree(runs_storage() / job.job.run_name, ignore_errors=True)
     outcome = run_training(job, parent_run_id=parent_run_id)
     shutil.copytree(outcome.best_checkpoint, out / "checkpoint", ignore=shutil.ignore_patterns("train_state.pt"))
+    if outcome.best_dev_bleu < WEAK_REVERSE_BLEU:
+        log.warning("the reverse model reached dev BLEU %.2f in %d steps; back-translations of a model below %g are "
+                    "mostly noise, which the synthetic filter then rejects: train it longer (--reverse-steps) or give a "
+                    "stronger one (--reverse-model)", outcome.best_dev_bleu, outcome.steps, WEAK_REVERSE_BLEU)
     return stage.finish({"stage": "reverse_model", "checkpoint": str((out / "checkpoint").absolute()), "trained": True,
                          "dev_bleu": outcome.best_dev_bleu, "test_bleu": outcome.test["test/bleu"],
                          "bleu_signature": outcome.test["test/bleu_signature"], "mlflow_run_id": outcome.mlflow_run_id,
