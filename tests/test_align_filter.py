@@ -185,6 +185,48 @@ def test_align_docs_cuts_both_documents_the_same_way(tmp_path):
     assert resolve_split([wrapped, flat], "sentences") == "sentences"
 
 
+def test_align_docs_paragraph_file_against_a_sentence_file(tmp_path):
+    """A paragraph a line against a sentence a line: pooled, the sentence file outvoted it and 40 % of the guide's
+    source was deleted; now both are cut into sentences."""
+    from mtcore.alignment.documents import resolve_split
+
+    per_line = tmp_path / "lines.en"
+    per_line.write_text("".join(f"Sentence number {i} is here.\n" for i in range(50)))
+    paragraphs = tmp_path / "paras.vi"
+    paragraphs.write_text("".join(f"Câu {i} ở đây. Câu {i + 1} cũng vậy. Và câu {i + 2}.\n" for i in range(0, 50, 3)))
+    assert resolve_split([per_line, paragraphs]) == resolve_split([paragraphs, per_line]) == "paragraphs"
+    assert resolve_split([per_line, per_line]) == "lines"
+
+
+def test_align_docs_refuses_bad_outputs_before_work(tmp_path, capsys, monkeypatch):
+    (tmp_path / "d.en").write_text("Open the file\n")
+    (tmp_path / "d.vi").write_text("Mở tệp\n")
+    (tmp_path / "a_file").write_text("x")
+    base = ["align_docs.py", "--src", str(tmp_path / "d.en"), "--tgt", str(tmp_path / "d.vi"), "--encoder", str(tmp_path / "no-encoder")]
+    for output, extra, said in (("out.txt", [], ".jsonl, .tsv or .vecalign"),
+                                ("out.vecalign", ["--split", "sentences"], "needs --split lines"),
+                                ("a_file/out.jsonl", [], "a_file")):
+        assert _run_script("pipelines/align_docs.py", [*base, "--output", str(tmp_path / output), *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "encoder" not in err, err  # refused before the encoder is even looked at
+    from mtcore.cli.align_docs import default_output
+
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws"))
+    assert default_output(str(tmp_path / "guide.en.txt")) == tmp_path / "ws" / "align_docs" / "guide.jsonl"  # named by --src
+
+
+def test_align_docs_warns_when_most_sentences_have_no_counterpart(caplog):
+    from mtcore.alignment.documents import Block
+    from mtcore.cli.align_docs import warn_unaligned
+
+    mostly_deleted = [Block((0,), (0,), 0.1)] + [Block((i,), (), 0.2) for i in range(1, 4)] + [Block((), (j,), 0.2) for j in range(1, 3)]
+    warn_unaligned(mostly_deleted, 4, 3, "lines")
+    assert "75 % of the source and 67 % of the target sentences have no counterpart" in caplog.text
+    caplog.clear()
+    warn_unaligned([Block((i,), (i,), 0.1) for i in range(3)] + [Block((3,), (), 0.2)], 4, 3, "lines")
+    assert not caplog.text
+
+
 def test_align_docs_cli_one_sentence_documents(encoder_dir, tmp_path, capsys):
     """A one-sentence pair is aligned 1-1 (it was deleted on both sides), with the default background or the user's."""
     (tmp_path / "d.en").write_text("Open the file\n")

@@ -163,6 +163,10 @@ def test_empty_side():
         ("Use tools, e.g. dpkg. Then upload.", ["Use tools, e.g. dpkg.", "Then upload."]),
         ("Gói này tốt. Bạn nên dùng nó.", ["Gói này tốt.", "Bạn nên dùng nó."]),
         ("version 1.2.3 is out. ok", ["version 1.2.3 is out. ok"]),
+        ('He said "no." Then he left.', ['He said "no."', "Then he left."]),  # a closing quote after the stop
+        ("Nó nói “không.” Rồi đi.", ["Nó nói “không.”", "Rồi đi."]),
+        ("1.1. Social dynamics of Debian", ["1.1. Social dynamics of Debian"]),  # a heading keeps its number
+        ("A.2. Merging sources", ["A.2. Merging sources"]),
     ],
 )
 def test_split_sentences(paragraph, expected):
@@ -193,6 +197,27 @@ def test_write_alignment_formats(tmp_path):
     # Vecalign's own lines, which its score.py reads (the TSV is not its format); a zero cost is not "-0.000000"
     va = write_alignment(blocks + [Block((), (), -0.0)], ["a", "b"], ["x", "y"], tmp_path / "out.vecalign").read_text()
     assert va.splitlines() == ["[0]:[0, 1]:0.100000", "[1]:[]:0.300000", "[]:[]:0.000000"]
+
+
+def test_write_alignment_keeps_one_row_per_block(tmp_path):
+    """A carriage return or another line separator inside a sentence would split a TSV row for pandas and CSV tools."""
+    rows = write_alignment([Block((0,), (0,), 0.1)], ["Second\rpart\u2028end"], ["x\x0by"], tmp_path / "o.TSV")
+    assert rows.read_text().split("\n")[0].split("\t")[3:] == ["Second part end", "x y"]  # .TSV is a TSV too
+
+
+def test_cost_penalty_limits():
+    for bad in ({"max_size": 11}, {"merge_factor": -0.1}, {"merge_factor": float("nan")}):
+        with pytest.raises(ValueError, match="--max-size|--merge-factor"):
+            DocAlignConfig(**bad)
+
+
+def test_merges_cost_more_with_a_merge_factor():
+    """A long pair beside a short pair the encoder scores poorly: the merge penalty keeps them two 1-1 blocks."""
+    src, tgt = ["0", "1", "2+3+4+5+6+7", "8", "9"], ["~0", "~1", "~2+3+4+5+6+7", "~x", "~9"]
+    free = align_documents(src, tgt, AtomEncoder(), DocAlignConfig(merge_factor=0.0, min_random=0))
+    costly = align_documents(src, tgt, AtomEncoder(), DocAlignConfig(merge_factor=2.0, min_random=0))
+    assert ((2,), (2, 3)) in _keys(free)  # the long target swallowed the short one it scores poorly
+    assert ((2,), (2,)) in _keys(costly) and ((), (3,)) in _keys(costly)
 
 
 def test_strict_f1():

@@ -51,13 +51,21 @@ from mtcore.alignment.scoring import l2_normalize
 
 log = logging.getLogger(__name__)
 INF = float("inf")
-TIE_BREAK = 1e-4  # per sentence beyond 1-1: on (near) ties, e.g. identical section numbers, smaller blocks win
+MAX_BLOCK = 10  # largest --max-size (a + b): 47 move types, which the back-pointers' int8 holds
+OUTPUT_SUFFIXES = (".jsonl", ".tsv", ".vecalign")
 
 
 @dataclass
 class DocAlignConfig:
-    max_size: int = 4  # a + b ≤ 4: 1-1, 1-2, 2-1, 2-2, 1-3, 3-1 (Vecalign's default alignment_max_size)
+    # a + b ≤ 3: 1-1, 1-2, 2-1. Vecalign's default is 4 (also 2-2, 1-3, 3-1); 3 measured better on every document
+    # set here (benchmarks/RESULTS.md, "Merges"): the pooled encoder's 2-2 blocks were mostly two 1-1 pairs glued.
+    max_size: int = 3
     del_factor: float = 0.4  # deletion penalty = this × the median cost of random 1-1 pairs (see module doc)
+    # Each sentence a block holds beyond 1-1 costs this × the deletion penalty. Without it (Vecalign has none) a
+    # pooled encoder, whose block vector is mostly its longest sentence's, let a long pair swallow a short
+    # neighbouring pair that it scores poorly ("Table of Contents" / "Mục lục" beside a date line in the guide).
+    # 0.5 measured best of 0–1 (synthetic documents F1 0.929 → 0.961; agreement with Gale–Church on the guide).
+    merge_factor: float = 0.5
     num_samples: int = 100  # sentences sampled for the cost normaliser
     dense_cells: int = 250_000  # above this many DP cells, align coarse first
     band: int = 10  # fine search width around the projected coarse path, in sentences
@@ -67,6 +75,8 @@ class DocAlignConfig:
     def __post_init__(self):
         # max_size 1 allows only deletions: every sentence would be dropped, silently
         checks.at_least("--max-size", self.max_size, 2)
+        if self.max_size > MAX_BLOCK:  # the moves grow with its square, and each size is one more encoding pass
+            raise checks.UsageError(f"--max-size: {self.max_size} is above {MAX_BLOCK}; Vecalign's default is 4")
         # 0 makes deleting every sentence free: an empty alignment (nan fails too); inf leaves no path at all
         if not 0 < self.del_factor < math.inf:
             raise checks.UsageError(f"--del-factor: {self.del_factor} is out of range; pass a finite value > 0 "
@@ -74,6 +84,8 @@ class DocAlignConfig:
         for name in ("num_samples", "dense_cells", "band"):
             checks.at_least(name, getattr(self, name), 1)
         checks.at_least("min_random", self.min_random, 0)
+        if not 0 <= self.merge_factor < math.inf:
+            raise checks.UsageError(f"--merge-factor: {self.merge_factor} is out of range; pass a finite value >= 0")
 
 
 @dataclass(frozen=True)
@@ -161,7 +173,8 @@ def _deletion_penalty(px, py, xs, ys, rng, factor) -> float:
     return float(factor * np.median(costs))
 
 
-def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.ndarray) -> list[Block]:
+def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.ndarray,
+              merge_penalty: float = 0.0) -> list[Block]:
     """Cheapest path from (0, 0) to (N, M) through cells lo[i] ≤ j ≤ hi[i]; returns its blocks.
 
     Row by row; within a row every move type is one vectorised step, and insertions
@@ -169,7 +182,7 @@ def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.
     """
     N, M = len(xo[1]), len(yo[1])
     D = [np.full(hi[i] - lo[i] + 1, INF) for i in range(N + 1)]
-    back = [np.zeros(hi[i] - lo[i] + 1, dtype=np.int8) for i in range(N + 1)]
+    back = [np.zeros(hi[i] - lo[i] + 1, dtype=np.int8) for i in range(N + 1)]  # move codes < 128: MAX_BLOCK
     block_types = [t for t in types if t[0] > 0 and t[1] > 0]
     codes = {t: k for k, t in enumerate(types)}
     for i in range(N + 1):
@@ -191,7 +204,7 @@ def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.
             jj = js[ok] - b
             xv = xo[a][i - a]
             cos = yo[b][jj] @ xv
-            cost = (1.0 - cos) * a * b / np.maximum(nx[a][i - a] + ny[b][jj], 1e-6) + TIE_BREAK * (a + b - 2)
+            cost = (1.0 - cos) * a * b / np.maximum(nx[a][i - a] + ny[b][jj], 1e-6) + merge_penalty * (a + b - 2)
             cand = np.full(len(js), INF)
             cand[ok] = prev[ok] + cost
             _take(best, arg, cand, codes[(a, b)])
@@ -202,7 +215,7 @@ def banded_dp(xo, yo, nx, ny, del_penalty: float, types, lo: np.ndarray, hi: np.
         best = np.where(from_left, chained, best)
         arg[from_left] = codes[(0, 1)]
         D[i], back[i] = best, arg
-    return _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M)
+    return _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, merge_penalty, types, N, M)
 
 
 def _prev(D, lo, hi, row, js):
@@ -218,7 +231,7 @@ def _take(best, arg, cand, code):
     arg[better] = code
 
 
-def _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M) -> list[Block]:
+def _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, merge_penalty, types, N, M) -> list[Block]:
     if not np.isfinite(D[N][M - lo[N]]):
         raise RuntimeError("no alignment path inside the search band")  # cannot happen: the band holds a path
     blocks, i, j = [], N, M
@@ -226,7 +239,7 @@ def _backtrack(D, back, lo, xo, yo, nx, ny, del_penalty, types, N, M) -> list[Bl
         a, b = types[back[i][j - lo[i]]]
         if a and b:
             cos = float(xo[a][i - a] @ yo[b][j - b])
-            cost = (1.0 - cos) * a * b / max(nx[a][i - a] + ny[b][j - b], 1e-6) + TIE_BREAK * (a + b - 2)
+            cost = (1.0 - cos) * a * b / max(nx[a][i - a] + ny[b][j - b], 1e-6) + merge_penalty * (a + b - 2)
         else:
             cost = del_penalty
         blocks.append(Block(tuple(range(i - a, i)), tuple(range(j - b, j)), float(cost)))
@@ -287,7 +300,9 @@ def align_vectors(xo, yo, cfg: DocAlignConfig, rng: np.random.Generator | None =
             overlaps_from_vectors(coarse_x, cfg.max_size - 1), overlaps_from_vectors(coarse_y, cfg.max_size - 1), cfg, rng
         )
         lo, hi = _band_from_path(coarse, scale, N, M, max(cfg.band, scale))
-    return banded_dp(xo, yo, nx, ny, del_penalty, types, lo, hi)
+    # at least a tie-break: on (near) ties, e.g. identical section numbers, smaller blocks win
+    merge_penalty = max(cfg.merge_factor * del_penalty, 1e-4)
+    return banded_dp(xo, yo, nx, ny, del_penalty, types, lo, hi, merge_penalty)
 
 
 def _downsample(vectors: np.ndarray, scale: int) -> np.ndarray:
@@ -346,12 +361,17 @@ def _guide_sentences() -> tuple[str, ...]:
 _ABBREV = re.compile(r"(\b(e\.g|i\.e|etc|vs|cf|vv|Mr|Dr|No|v\.v)\.|\b[A-Z]\.)$")
 
 
+_SECTION_NUMBER = re.compile(r"^(\d+|[A-Z])(\.\d+)*\.$")  # "1.", "1.1.", "A.2.": a heading's number, not a sentence
+
+
 def split_sentences(paragraph: str) -> list[str]:
-    """Split on . ! ? followed by space and a capital, digit, quote or bullet; not after known abbreviations."""
-    pieces = re.split(r"(?<=[.!?])\s+", paragraph.strip())
+    """Split on . ! ? (and a closing quote or bracket after them) followed by space and a capital, digit, quote
+    or bullet; not after known abbreviations, nor after a heading's section number."""
+    pieces = re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’»)\]])\s+", paragraph.strip())
     out: list[str] = []
     for piece in pieces:
-        if out and (not piece[:1].isupper() and not piece[:1].isdigit() and piece[:1] not in "\"'“(*+-" or _ABBREV.search(out[-1])):
+        if out and (not piece[:1].isupper() and not piece[:1].isdigit() and piece[:1] not in "\"'“(*+-"
+                    or _ABBREV.search(out[-1]) or _SECTION_NUMBER.match(out[-1])):
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)
@@ -423,7 +443,13 @@ def resolve_split(paths: list[str | Path], split: str = "auto") -> str:
         return split
     from mtcore.data.corpus import _decode_lines
 
-    return auto_split([ln for p in paths for ln in _decode_lines(Path(p))])
+    files = [_decode_lines(Path(p)) for p in paths]
+    pooled = auto_split([ln for lines in files for ln in lines])
+    if pooled == "lines" and any(_paragraph_per_line(lines) and not _wrapped(lines) for lines in files):
+        # a paragraph a line against a sentence a line: the sentence file outvoted it, and most of its sentences had
+        # no counterpart; cutting a one-sentence line costs nothing
+        return "paragraphs"
+    return pooled
 
 
 def line_numbers(path: str | Path) -> list[int]:
@@ -452,10 +478,11 @@ def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: s
         for blk in blocks:
             s_text = " ".join(src[i] for i in blk.src)
             t_text = " ".join(tgt[j] for j in blk.tgt)
-            cost = blk.cost + 0.0  # not "-0.0000"
-            if path.suffix == ".vecalign":
+            cost = max(blk.cost, 0.0) + 0.0  # float noise below 0, and -0.0, printed as "-0.000000"
+            suffix = path.suffix.lower()
+            if suffix == ".vecalign":
                 f.write(f"{list(blk.src)}:{list(blk.tgt)}:{cost:.6f}\n")
-            elif path.suffix == ".tsv":
+            elif suffix == ".tsv":
                 f.write(f"{list(blk.src)}\t{list(blk.tgt)}\t{cost:.4f}\t{_tsv(s_text)}\t{_tsv(t_text)}\n")
             else:
                 row = {"src": list(blk.src), "tgt": list(blk.tgt), "cost": round(cost, 4), "src_text": s_text, "tgt_text": t_text}
@@ -464,8 +491,11 @@ def write_alignment(blocks: list[Block], src: list[str], tgt: list[str], path: s
     return path
 
 
+_FIELD_BREAKS = re.compile(r"[\t\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")  # what some reader takes for a field or row end
+
+
 def _tsv(text: str) -> str:
-    return text.replace("\t", " ").replace("\n", " ")
+    return _FIELD_BREAKS.sub(" ", text)
 
 
 def strict_f1(predicted: list[Block], gold: list[Block], include_deletions: bool = False) -> dict[str, float]:
