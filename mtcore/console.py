@@ -102,6 +102,8 @@ def configure(verbosity: int = NORMAL) -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per artifact download
     if verbosity < VERBOSE:
         os.environ.setdefault("RAY_DATA_LOGGING_CONFIG", str(_ray_data_logging_config(verbosity)))
+        # "🏃 View run … at: http://…" on stdout as each run of a tracking server ends, even under -q
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_mtcore", False)]:

@@ -139,3 +139,27 @@ def test_only_comparable_finished_runs_are_ranked_together(mlflow_uri):
     assert [r.run_name for r in board.ranked if r.group == ("en→vi", "t.parquet")] == ["b40", "a30"]
     assert {r.run_name for r in board.unscored} == {"nan", "failed50"}
     assert "Ranked within each direction and test set" in report.to_text(board)
+
+
+def test_test_set_as_last_tested_ties_and_markdown_cells(mlflow_uri):
+    """A review's store: a run tested again on another file kept its first `job.test_data` param, two files named
+    test.tsv were one test set, tied BLEUs had ranks 3 and 4, and a run renamed with a newline or HTML broke the
+    Markdown table."""
+    import json
+
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = tracking.setup("train_transformer").get_experiment_by_name("train_transformer").experiment_id
+    tags = {"sacrebleu.bleu_signature": SIG}
+    on_a = {"mtcore.tested_with": json.dumps({"job.test_data": "aaaaaa11", "job.test_limit": 0, "path": "/x/a/test.tsv"})}
+    on_b = {"mtcore.tested_with": json.dumps({"job.test_data": "bbbbbb22", "job.test_limit": 0, "path": "/x/b/test.tsv"})}
+    _run(client, exp, "first", metrics={"test/bleu": 20.0}, params=PARAMS, tags=tags | on_a)
+    _run(client, exp, "tie", metrics={"test/bleu": 20.001}, params=PARAMS, tags=tags | on_a)
+    _run(client, exp, "third", metrics={"test/bleu": 10.0}, params=PARAMS, tags=tags | on_a)
+    _run(client, exp, "line\nbreak <b>x</b>", metrics={"test/bleu": 30.0}, params=PARAMS, tags=tags | on_b)
+    board = report.build(mlflow_uri, "train_transformer")
+    by_name = {r.run_name: (rank, r.test_set) for rank, r in zip(board.ranks(), board.ranked)}
+    assert by_name["first"] == ("1", "test.tsv #aaaaaa") and by_name["tie"][0] == "1" and by_name["third"][0] == "3"
+    assert by_name["line\nbreak <b>x</b>"] == ("1", "test.tsv #bbbbbb")  # another file of the same name
+    md = report.to_markdown(board)
+    row = next(line for line in md.splitlines() if "break" in line)
+    assert "line break \\<b\\>x\\</b\\>" in row and row.count("|") - row.count("\\|") == len(report.HEADERS) + 1

@@ -632,7 +632,8 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
                  f"({changed} changed)")
             outcome.test = finish_run(job, inputs, outcome.best_checkpoint, use_gpu, echo)
             outcome.mlflow_run_id = inputs.mlflow_run_id
-            inputs.run.end("FINISHED")
+            with contextlib.suppress(Exception):  # a tracking server gone meanwhile: finish_run said so
+                inputs.run.end("FINISHED")
             _record_finished(run_dir, outcome, job)
         echo(f"run '{inputs.run_name}' finished already at step {outcome.steps:,} (test BLEU "
              f"{outcome.test.get('test/bleu', float('nan')):.2f}): nothing to train; to train it again, delete "
@@ -726,13 +727,19 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
     result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
     hyps = result.pop("hyps")
     dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
-    log_training_artifacts(inputs.mlflow_run_id, inputs.tracking_uri, result=result, hyps=hyps, test_pairs=test_pairs,
-                           dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
-                           config=job.to_dict(), log_model=job.job.log_model, train_data=inputs.train_data,
-                           test_data=inputs.test_data)
+    try:
+        log_training_artifacts(inputs.mlflow_run_id, inputs.tracking_uri, result=result, hyps=hyps, test_pairs=test_pairs,
+                               dev_sources=dev_sources, best_dir=best_dir, spm_model=inputs.spm_model,
+                               config=job.to_dict(), log_model=job.job.log_model, train_data=inputs.train_data,
+                               test_data=inputs.test_data)
+    except Exception as err:  # noqa: BLE001 - a tracking server gone since the start must not lose the trained run
+        log.warning("could not log the test figures and artifacts to MLflow (%s); the run's results are kept in %s",
+                    one_line(err)[:300], best_dir.parent)
+        return result
     # The test figures' settings: a finished run tested again keeps its first params (MLflow never changes one).
     with contextlib.suppress(Exception):
-        inputs.run.set_tags({"mtcore.tested_with": json.dumps({TEST_KEYS[k]: v for k, v in tested_with(job).items()})})
+        inputs.run.set_tags({"mtcore.tested_with": json.dumps({TEST_KEYS[k]: v for k, v in tested_with(job).items()}
+                                                              | {"path": str(Path(inputs.test_data).absolute())})})
     return result
 
 

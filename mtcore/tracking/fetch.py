@@ -13,11 +13,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from mtcore.errors import MtcoreError
+
 BEST = "best_checkpoint"
 
 
-class FetchError(ValueError):
-    pass
+class FetchError(MtcoreError, ValueError):
+    """No such run, model, version or artifact: the user's URI, said in one line (ValueError for older callers)."""
 
 
 def download_checkpoint(uri: str, dest: str | Path | None = None) -> Path:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,8 @@ SETTINGS = (
     ("d", "model.d_model"), ("L", "model.layers"), ("h", "model.heads"), ("w", "train.warmup"),
     ("ls", "train.label_smoothing"), ("lr", "train.lr_scale"), ("drop", "model.dropout"),
 )
-HEADERS = ["#", "experiment", "run", "test BLEU", "test chrF", "dev BLEU", "direction", "settings", "data", "commit", "status", "parent run"]
+HEADERS = ["#", "experiment", "run", "test BLEU", "test chrF", "dev BLEU", "direction", "test set", "settings", "data", "commit",
+           "status", "parent run"]
 PARENT_CHARS = 40  # a Tune search's name is long; its start says what it searched
 
 
@@ -68,7 +71,7 @@ class Row:
 
     def cells(self, rank: str) -> list[str]:
         return [rank, self.experiment, self.run_name, _num(self.test_bleu), _num(self.test_chrf), _num(self.dev_bleu),
-                self.direction, self.settings, self.data_version, self.commit, self.status, _short(self.parent)]
+                self.direction, self.test_set, self.settings, self.data_version, self.commit, self.status, _short(self.parent)]
 
 
 @dataclass
@@ -83,10 +86,13 @@ class Leaderboard:
         """Each ranked row's rank within its group (direction, test set): a vi→en reverse model scored on 500 test
         pairs ranked #1 above the en→vi models, on other pairs."""
         seen: dict[tuple[str, str], int] = {}
-        out = []
+        out, last = [], {}  # equal BLEU as printed, equal rank (1, 2, 2, 4)
         for r in self.ranked:
             seen[r.group] = seen.get(r.group, 0) + 1
-            out.append(str(seen[r.group]))
+            shown = _num(r.test_bleu)
+            if last.get(r.group, (None,))[0] != shown:
+                last[r.group] = (shown, seen[r.group])
+            out.append(str(last[r.group][1]))
         return out
 
     @property
@@ -137,10 +143,19 @@ def _is_translation_run(run) -> bool:
     return TEST_BLEU in run.data.metrics or DEV_BLEU in run.data.metrics or "job.test_data" in run.data.params
 
 
-def _test_set(params: dict) -> str:
-    data = Path(params.get("job.test_data", "") or "").name or "?"
-    limit = params.get("job.test_limit", "0")
-    return f"{data} ({limit} pairs of it)" if limit not in ("0", "", None) else data
+def _test_set(params: dict, tags: dict) -> str:
+    """The test pairs a run's BLEU is on: the file as last tested (`mtcore.tested_with`: a finished run tested again
+    on another file keeps its first params), told apart by its contents where two files share a name."""
+    try:
+        tested = json.loads(tags.get("mtcore.tested_with") or "{}")
+    except ValueError:
+        tested = {}
+    path = tested.get("path") or params.get("job.test_data", "") or ""
+    data = Path(path).name or "?"
+    if tested.get("job.test_data") and tested["job.test_data"] != path:  # a content hash (the file existed)
+        data += f" #{str(tested['job.test_data'])[:6]}"
+    limit = str(tested.get("job.test_limit", params.get("job.test_limit", "0")))
+    return f"{data} ({limit} pairs of it)" if limit not in ("0", "", "None") else data
 
 
 def _best(client, run, key: str) -> float | None:
@@ -187,7 +202,7 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
                 direction=f"{src}→{tgt}" if src and tgt else "", settings=_settings(p),
                 data_version=t.get("mtcore.data_version", ""), commit=t.get("mtcore.git_commit", ""),
                 signature=t.get(BLEU_SIGNATURE, ""), parent=names.get(t.get("mlflow.parentRunId", ""), ""),
-                test_set=_test_set(p),
+                test_set=_test_set(p, t),
             )
             scored = row.test_bleu is not None and math.isfinite(row.test_bleu) and row.status == "FINISHED"
             (board.ranked if scored else board.unscored).append(row)  # a failed or killed run's BLEU is no result
@@ -247,25 +262,29 @@ def to_text(board: Leaderboard) -> str:
     return "\n".join(out + ([""] + footer if footer else [])) + "\n"
 
 
+_MD_SPECIAL = re.compile(r"([\\|<>\[\]`*])")  # not "_": GitHub's Markdown leaves tune_transformer as it is
+
+
 def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|")
+    """A cell's text as text: a run renamed in the MLflow UI may hold a newline (which ends the row), HTML or a link."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(s.split()))
 
 
 def to_markdown(board: Leaderboard, ui_url: str | None = None) -> str:
-    def table(headers, rows):
+    def table(headers, rows, escape=True):
         return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
-            "| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows
+            "| " + " | ".join(_md_escape(c) if escape else c for c in r) + " |" for r in rows
         ]
 
     out = ["# Leaderboard by test BLEU", "", f"Store: `{board.store}`; experiments: {', '.join(board.experiments) or '(none)'}", ""]
     rows = []
     for rank, r in zip(board.ranks(), board.ranked):
-        cells = r.cells(rank)
+        cells = [_md_escape(c) for c in r.cells(rank)]
         link = _run_link(ui_url, r)
         if link:
             cells[2] = f"[{cells[2]}]({link})"
         rows.append(cells)
-    out += table(HEADERS, rows) if rows else ["No run has a test BLEU yet."]
+    out += table(HEADERS, rows, escape=False) if rows else ["No run has a test BLEU yet."]
     if board.unscored:
         out += ["", f"## Without test BLEU ({len(board.unscored)})", ""]
         out += table(UNSCORED_HEADERS, [_unscored_cells(r) for r in board.unscored])
