@@ -264,7 +264,13 @@ def test_every_model_command_takes_a_run_reference_and_leaves_no_download(ckpt, 
     assert json.loads((tmp_path / "ct2" / "mtcore_export.json").read_text())["checkpoint"] == uri
     (tmp_path / "test.tsv").write_text("open the file\tmở tệp\n", encoding="utf-8")
     assert evaluate_entry.main(["--model", uri, "--test", str(tmp_path / "test.tsv")]) == 0
-    assert list(downloads.iterdir()) == []  # every download removed
+    # every download removed (the logging set-up's file lands here when this test is the first to run an entry point)
+    assert [p for p in downloads.iterdir() if not p.name.startswith("mtcore-ray-data-logging")] == []
+    capsys.readouterr()
+    for entry, extra in ((translate_entry, ["-i", str(tmp_path / "in.en")]), (evaluate_entry, ["--test", str(tmp_path / "test.tsv")])):
+        assert entry.main(["--model", "runs:/0123456789abcdef", *extra]) == 2  # a mistyped run: one line, no traceback
+        err = capsys.readouterr().err
+        assert "runs:/0123456789abcdef" in err and "Traceback" not in err, err
 
     run_dir = tmp_path / "ray_train" / "my-run"
     shutil.copytree(ckpt.path, run_dir / "best")
