@@ -163,3 +163,19 @@ def test_test_set_as_last_tested_ties_and_markdown_cells(mlflow_uri):
     md = report.to_markdown(board)
     row = next(line for line in md.splitlines() if "break" in line)
     assert "line break \\<b\\>x\\</b\\>" in row and row.count("|") - row.count("\\|") == len(report.HEADERS) + 1
+
+
+def test_a_store_given_as_a_path(store, tmp_path, monkeypatch):
+    """`--store runs/mlflow.db` (a path, not a URI) reads that SQLite store; MLflow took a path for its folder store
+    and failed with a traceback. `ui --help` creates no workspace."""
+    from mtcore.tracking import TrackingError, ui
+
+    db = store.removeprefix("sqlite:///")
+    assert [r.run_name for r in report.build(db, "train_transformer").ranked] == \
+        [r.run_name for r in report.build(store, "train_transformer").ranked] != []
+    with pytest.raises(TrackingError, match="not a tracking store"):
+        report.build(str(tmp_path), "train_transformer")
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws"))
+    with pytest.raises(SystemExit):
+        ui.main(["--help"])
+    assert not (tmp_path / "ws").exists()

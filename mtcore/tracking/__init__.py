@@ -52,6 +52,18 @@ def _server_reachable(uri: str, timeout: float = 3.0) -> bool:
         return False
 
 
+def as_store_uri(value: str) -> str:
+    """A store given as a plain path (`--store runs/mlflow.db`, `MLFLOW_TRACKING_URI=/x/mlflow.db`) as the SQLite URI
+    it means; MLflow would read a path as its file store, which is in maintenance mode and fails with a traceback."""
+    if not value or "://" in value or value.startswith(("sqlite:", "databricks")):
+        return value
+    path = Path(value).expanduser()
+    if path.suffix == ".db" or path.is_file():
+        return f"sqlite:///{path.resolve()}"
+    raise TrackingError(f"{value}: not a tracking store; pass sqlite:///PATH/mlflow.db, a .db file or http://HOST:PORT "
+                        f"(MLflow's folder store is not supported)")
+
+
 def check_sqlite_store(uri: str, *, must_exist: bool) -> None:
     """An `sqlite:` store is an SQLite file (MLflow would fail deep inside SQLAlchemy), and exists where a reader
     needs its runs (a mistyped path would otherwise be created empty and read as "no runs")."""
@@ -167,7 +179,7 @@ _warned = False
 def tracking_uri() -> str:
     """`MLFLOW_TRACKING_URI` when usable, else the local SQLite store (warning once if a server was down)."""
     global _warned
-    uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    uri = as_store_uri(os.environ.get("MLFLOW_TRACKING_URI", "").strip())
     if not uri:
         return local_store_uri()
     if uri.startswith(("http://", "https://")) and not _server_reachable(uri):

@@ -169,11 +169,11 @@ def build(store: str | None = None, experiment: str | None = None) -> Leaderboar
     """Read every run of `experiment` (all experiments when None) from the store."""
     import mlflow
 
-    from mtcore.tracking import check_sqlite_store, require_server, tracking_uri
+    from mtcore.tracking import as_store_uri, check_sqlite_store, require_server, tracking_uri
 
     # The store named (or the environment's), never the local fallback a training run records to when a server is
     # down: a report of another store's runs, under a warning about recording, read as this one's.
-    store = store or os.environ.get("MLFLOW_TRACKING_URI", "").strip() or tracking_uri()
+    store = as_store_uri(store or os.environ.get("MLFLOW_TRACKING_URI", "").strip()) or tracking_uri()
     check_sqlite_store(store, must_exist=True)
     require_server(store)  # a dead server fails in seconds, not after MLflow's minutes of retries
     client = mlflow.MlflowClient(tracking_uri=store)

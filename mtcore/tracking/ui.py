@@ -41,7 +41,7 @@ from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.errors import MtcoreError
 from mtcore.runs import home
-from mtcore.tracking import TrackingError, artifact_root, check_sqlite_store, local_store_uri
+from mtcore.tracking import TrackingError, artifact_root, as_store_uri, check_sqlite_store, local_store_uri
 
 DEFAULT_HOST = "127.0.0.1"  # loopback: the store holds unpublished work; use an SSH tunnel to share it
 DEFAULT_PORT = 5000  # MLflow's own default, and what the cluster's head node uses
@@ -282,14 +282,19 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default=DEFAULT_HOST, help="interface to bind (default: %(default)s, this machine only)")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
-    ap.add_argument("--store", default=None, help=f"backend store URI (default: {local_store_uri()})")
+    ap.add_argument("--store", default=None, help="backend store: sqlite:///PATH or a .db file (default: the workspace's "
+                                                  "mlflow.db, runs/mlflow.db or $MTCORE_HOME/mlflow.db)")
     ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes (default: %(default)s)")
     add_common_options(ap)
     args = ap.parse_args(argv)
     if not 1 <= args.port <= 65535:
         print(f"error: --port: {args.port} is out of range; pass a port in 1..65535", file=sys.stderr)
         return 2
-    store = args.store or local_store_uri()
+    try:
+        store = as_store_uri(args.store) if args.store else local_store_uri()
+    except TrackingError as err:
+        print(f"error: --store {err}", file=sys.stderr)
+        return 2
     env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
     if env_uri.startswith(("http://", "https://")) and args.store is None:
         print(f"note: MLFLOW_TRACKING_URI={env_uri} is a tracking server; open it directly. "
