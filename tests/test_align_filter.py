@@ -92,6 +92,12 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
     assert filter_corpus(src, out, cfg, use_ray=False, track=False).skipped
     again = filter_corpus(src, out, FilterConfig(encoder=encoder_dir, threshold=-1.0), use_ray=False, overwrite=True, track=False)
     assert not again.skipped and again.report["kept"] == 200
+    from mtcore.runs import recorded_languages
+
+    assert recorded_languages(out) == ("en", "vi")
+    vi_en = FilterConfig(encoder=encoder_dir, threshold=-1.0, langs=("vi", "en"))  # recorded as a pair, not "('vi', 'en')"
+    filter_corpus(src, tmp_path / "vi-en", vi_en, use_ray=False, overwrite=True, track=False)
+    assert recorded_languages(tmp_path / "vi-en") == recorded_languages(tmp_path / "vi-en" / "kept") == ("vi", "en")
     # A stage folder as input counts by its kept/: files added beside it (clean --format tsv, plots) change nothing
     (tmp_path / "in" / "_stage.json").write_text("{}")
     filter_corpus(tmp_path / "in", tmp_path / "out2", cfg, use_ray=False, track=False)

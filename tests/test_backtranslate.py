@@ -468,3 +468,14 @@ def test_a_refused_output_names_the_settings_that_changed(tmp_path):
     now = StageDir(tmp_path, "04_select_mono", {"mono": {"content": "b" * 16}, "ratio": 2.0})
     with pytest.raises(BTError, match=r"04_select_mono: mono.content: 'aaaa.*' → 'bbbb.*', ratio: 1.0 → 2.0\); pass --overwrite"):
         check_output([now], overwrite=False)
+
+
+def test_a_vi_en_stage_output_is_refused_as_the_corpus(tmp_path, bt_inputs):
+    """A vi-en cleaning output's src column is Vietnamese: read as en-vi, the job cleaned it with the en-vi rules
+    (2,672 of 2,911 pairs `wrong_language` in a review) and assembled real pairs the wrong way round."""
+    stage = tmp_path / "clean-vi-en"
+    write_parquet(pa.table({"src": ["Mở tệp"], "tgt": ["Open the file"]}), stage / "kept" / "part-0.parquet")
+    (stage / "report.json").write_text(json.dumps({"stage": "clean", "config": {"languages": ["vi", "en"]}}))
+    with pytest.raises(BTError, match=r"a vi-en stage output .* the main job reads en-vi pairs"):
+        run_backtranslation(config(bt_inputs, tmp_path / "bt", corpus=str(stage)))
+    assert not (tmp_path / "bt").exists()

@@ -817,7 +817,16 @@ def classifier_for(encoder: str) -> Path:
 
 
 def _jsonable(d: dict) -> dict:
-    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in d.items()}
+    """Settings as JSON: a language pair stays a list (`recorded_languages` reads it; as the string "('vi', 'en')" a
+    vi-en stage's output was read as en-vi by every later stage), paths become strings."""
+    def one(v):
+        if isinstance(v, (int, float, str, bool, type(None))):
+            return v
+        if isinstance(v, (tuple, list)):
+            return [one(x) for x in v]
+        return str(v)
+
+    return {k: one(v) for k, v in d.items()}
 
 
 def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float, score: str, path: Path, near: np.ndarray | None = None) -> Path:

@@ -363,6 +363,13 @@ def run_backtranslation(cfg: BTConfig) -> BTResult:
         check_exists(cfg.corpus)  # a Moses prefix as the readers find it: .gz sides, Train.EN
     except CorpusError as err:
         raise BTError(f"--corpus: {err}") from None
+    from mtcore.runs import recorded_languages
+
+    recorded = recorded_languages(cfg.corpus)
+    if recorded not in (None, ("en", "vi")):  # its src column would be read as English: a vi-en stage output trained en→vi backwards
+        raise BTError(f"--corpus {cfg.corpus}: a {'-'.join(recorded)} stage output (its report.json says so); the main "
+                      f"job reads en-vi pairs (English source, Vietnamese target) to back-translate Vietnamese: pass "
+                      f"the raw corpus, or one cleaned as en-vi")
     checks.output_apart(root, {"--corpus": cfg.corpus, "--mono": cfg.mono})
     mono = read_mono(cfg.mono, keep_blank=True)
     given = check_reverse_model(cfg.reverse_model, [t for t in mono["text"].slice(0, 400).to_pylist() if t.strip()][:200])
