@@ -26,6 +26,7 @@ from mtcore.cleaning.normalize import NormalizeConfig
 from mtcore.cleaning.rules import REGISTRY, Rule
 
 DEFAULT_RULES = Path(__file__).with_name("default_rules.yaml")
+NATIVE_PAIR = ("en", "vi")  # the pair whose catalogs the rules' bounds and word lists were measured on
 
 
 @dataclass
@@ -42,6 +43,15 @@ class CleaningConfig:
     @property
     def global_rules(self) -> list[Rule]:
         return [r for r in self.rules if r.global_rule]
+
+    @property
+    def sides_swapped(self) -> bool:
+        """A vi-en corpus: the rules judge it as the en-vi pair their bounds and word lists were measured on (the
+        length ratio's bounds, the number words of each side, the Vietnamese letters of a translation); read the
+        other way round they rejected 89 of 3,000 correct pairs where en-vi rejected 57."""
+        from mtcore import checks
+
+        return self.langs is not None and tuple(checks.base_language(lang) for lang in self.langs) == NATIVE_PAIR[::-1]
 
     @property
     def languages(self) -> tuple[str, str]:
@@ -67,8 +77,12 @@ class CleaningConfig:
             raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
         if base[0] == base[1]:
             raise ConfigError(f"languages {src}-{tgt}: two variants of one language; the language rule cannot tell them apart")
+        if tuple(base) == NATIVE_PAIR[::-1]:  # the rules see the pair swapped (`sides_swapped`)
+            base, seen = list(NATIVE_PAIR), [tgt, src]
+        else:
+            seen = [src, tgt]
         rules = [dataclasses.replace(r, languages=base) if r.name() == "LanguageID"
-                 else dataclasses.replace(r, languages=[src, tgt]) if r.name() == "TestOverlap" else r
+                 else dataclasses.replace(r, languages=seen) if r.name() == "TestOverlap" else r
                  for r in self.rules]
         return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})", langs=(src, tgt))
 

@@ -60,10 +60,11 @@ def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
     score = np.full(n, np.nan)
     detail = np.full(n, None, dtype=object)
     alive = np.arange(n)
+    seen = _swap_sides(table) if cfg.sides_swapped else table  # a vi-en corpus is judged as en-vi
     for rule in cfg.row_rules:
         if len(alive) == 0:
             break
-        sub = table if len(alive) == n else table.take(pa.array(alive))
+        sub = seen if len(alive) == n else seen.take(pa.array(alive))
         scores = rule.score(sub)
         ok = np.asarray(rule.accept(scores), dtype=bool)
         if not ok.all():
@@ -91,6 +92,10 @@ def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
     for name, arr in cols.items():
         table = table.append_column(name, arr)
     return table
+
+
+def _swap_sides(table: pa.Table) -> pa.Table:
+    return table.rename_columns([{"src": "tgt", "tgt": "src"}.get(c, c) for c in table.column_names])
 
 
 # --------------------------------------------------------------------------- step 2: global
