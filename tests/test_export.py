@@ -264,6 +264,16 @@ def test_every_model_command_takes_a_run_reference_and_leaves_no_download(ckpt, 
     assert json.loads((tmp_path / "ct2" / "mtcore_export.json").read_text())["checkpoint"] == uri
     (tmp_path / "test.tsv").write_text("open the file\tmở tệp\n", encoding="utf-8")
     assert evaluate_entry.main(["--model", uri, "--test", str(tmp_path / "test.tsv")]) == 0
+    import pyarrow as pa
+
+    from mtcore.data.corpus import write_parquet
+    from mtcore.runs import MANIFEST
+
+    stage = tmp_path / "clean-out"  # a stage folder: its kept/ pairs, not every Parquet file under it (rejects/ too)
+    write_parquet(pa.table({"src": ["open the file"], "tgt": ["mở tệp"]}), stage / "kept" / "part-0.parquet")
+    write_parquet(pa.table({"src": ["x"], "tgt": ["y"], "reason": ["empty"]}), stage / "rejects" / "part-0.parquet")
+    (stage / MANIFEST).write_text("{}")
+    assert evaluate_entry.main(["--model", uri, "--test", str(stage)]) == 0
     # every download removed (the logging set-up's file lands here when this test is the first to run an entry point)
     assert [p for p in downloads.iterdir() if not p.name.startswith("mtcore-ray-data-logging")] == []
     capsys.readouterr()
@@ -276,6 +286,11 @@ def test_every_model_command_takes_a_run_reference_and_leaves_no_download(ckpt, 
     shutil.copytree(ckpt.path, run_dir / "best")
     assert translate_entry.main(["--model", str(run_dir), "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "b.vi")]) == 0
     assert (tmp_path / "b.vi").read_text() == (tmp_path / "a.vi").read_text()
+    import gzip
+
+    assert translate_entry.main(["--model", str(run_dir), "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "c.vi.gz")]) == 0
+    with gzip.open(tmp_path / "c.vi.gz", "rt", encoding="utf-8") as fh:  # -o OUT.gz is gzipped, as -i IN.gz is read
+        assert fh.read() == (tmp_path / "a.vi").read_text()
 
 
 def test_decode_speed_benchmark_runs(ckpt, capsys):

@@ -94,6 +94,12 @@ def test_language_id_rule_for_any_pair_judges_each_side():
 def test_a_pair_without_its_own_data_or_with_unknown_languages_fails_before_work():
     with pytest.raises(ConfigError, match="embedded corpora are English-Vietnamese"):
         TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en"])
+    from mtcore.data.paths import DEV
+
+    relative = os.path.relpath(DEV)  # data/dev.parquet as typed from the checkout: the same embedded en-vi set
+    with pytest.raises(ConfigError, match=r"job.dev_data: the embedded corpora are English-Vietnamese"):
+        TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en", "job.train_data=x", f"job.dev_data={relative}",
+                                "job.test_data=z"])
     with pytest.raises(ConfigError, match="corpus languages en-vi differ"):
         TrainingJob.load(None, ["model.src_lang=de", "model.tgt_lang=en", "job.corpus_langs=en-vi", "job.train_data=x",
                                 "job.dev_data=y", "job.test_data=z"])

@@ -203,6 +203,7 @@ def test_test_pairs_in_the_training_data_and_a_corpus_of_repeats_are_said(toy_co
         ray_training.warn_leaks_and_repeats(tiny_job(toy_corpus, train_data=str(repeated)), str(repeated))
     said = [r.getMessage() for r in caplog.records if r.name == "mtcore.distributed.ray_training"]
     assert len(said) == 2 and said[0].startswith("4 of the 30 test sources (13.3 %) are also training sources, e.g. ")
+    assert f"`TestOverlap: {{paths: [{toy_corpus['test']}]}}`" in said[0]  # the user's own set: the rule must name it
     assert said[1].startswith("380 of the 400 training pairs (95 %) repeat another pair exactly")
     # An augmented set (the main job's output) repeats its real pairs when upsampled: not a warning.
     caplog.clear()

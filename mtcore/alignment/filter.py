@@ -737,8 +737,9 @@ def filter_corpus(
     distinct = len(unique_pairs(scored)[0])
     copies = int(pc.sum(pc.equal(pc.utf8_lower(scored["src"]), pc.utf8_lower(scored["tgt"]))).as_py() or 0)
     if copies > COPY_SHARE * len(scored):  # an embedding places a copy next to itself: it scores as aligned
-        log.warning("%s: %d of %d pairs are copies (target = source), which score as aligned here; the cleaning "
-                    "stage's untranslated rule rejects them (pipelines/clean.py)", input_path, copies, len(scored))
+        log.warning("%s: %d of %d pairs are copies (target = source), which score as aligned here; names and codes "
+                    "are copied on purpose, untranslated text is not: pipelines/clean.py's untranslated rule rejects the "
+                    "copies that are not names (a cleaned corpus keeps the names)", input_path, copies, len(scored))
     # The margin divides by a pair's k nearest neighbours: in a small corpus they are most of it (with one pair every
     # margin is 1.0), and see MIN_MARGIN_PAIRS. A threshold the user gave is on the margin's scale: kept, down to 2k.
     needed = max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1) if cfg.threshold == "auto" else 2 * cfg.k + 1

@@ -117,7 +117,7 @@ class TrainingJob:
             embedded = [key for key, value, default in (("job.train_data", self.job.train_data, ""),
                                                         ("job.dev_data", self.job.dev_data, str(DEV)),
                                                         ("job.test_data", self.job.test_data, str(TEST)))
-                        if value == default]
+                        if value == default or default and value and Path(value).resolve() == Path(default).resolve()]
             if embedded:
                 raise ConfigError(f"{', '.join(embedded)}: the embedded corpora are English-Vietnamese; give "
                                   f"{'-'.join(langs)} data for {self.run.model.direction} (--data, job.dev_data=, job.test_data=)")

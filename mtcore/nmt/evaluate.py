@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     if direction != model_dir:
         hint = "a reverse model: pass --reverse" if model_dir == "-".join(corpus[::-1]) else f"pass --direction {model_dir}"
         raise CheckpointError(f"{args.model}: the model translates {model_dir}, not {direction} ({hint})")
-    if set(corpus) != set(EMBEDDED_LANGS) and Path(args.test) == paths.TEST:
+    if set(corpus) != set(EMBEDDED_LANGS) and Path(args.test).resolve() == paths.TEST.resolve():  # data/test.parquet too
         parser.error(f"--test: the embedded test set is en-vi; give a {'-'.join(corpus)} test corpus")
-    table = read_corpus(args.test, src_lang=corpus[0], tgt_lang=corpus[1])  # a PREFIX of PREFIX.de + PREFIX.en too
+    from mtcore.runs import resolve_data
+
+    test_path = resolve_data(args.test)[0]  # a stage or job folder: the data it made, as training's --data reads it
+    table = read_corpus(test_path, src_lang=corpus[0], tgt_lang=corpus[1])  # a PREFIX of PREFIX.de + PREFIX.en too
     if args.limit:
         table = table.take(evenly_spaced(len(table), args.limit))
     src, tgt = (list(side) for side in zip(*oriented_pairs(table, ckpt.model_cfg, corpus))) if len(table) else ([], [])

@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
             write_rows(ckpt, lines, args, out)
     else:  # written under another name, renamed when whole: an interrupted run leaves no half file named OUTPUT
         partial = Path(f"{args.output}.partial")
-        with open(partial, "w", encoding="utf-8") as out:
+        # OUT.gz is gzipped, as -i IN.gz is read: a plain file named .gz failed the next stage's gzip reader
+        opener = gzip.open if str(args.output).endswith(".gz") else open
+        with opener(partial, "wt", encoding="utf-8") as out:
             write_rows(ckpt, lines, args, out)
         partial.replace(args.output)
     seconds = time.perf_counter() - t0
