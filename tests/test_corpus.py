@@ -213,6 +213,20 @@ def test_null_text_in_parquet_reads_as_empty_with_a_warning(tmp_path, caplog):
     assert "1 null src value(s) (first at row 2)" in caplog.text and "1 null tgt value(s) (first at row 3)" in caplog.text
 
 
+def test_a_folder_of_several_splits_is_refused(tmp_path):
+    """A Hugging Face dataset's folder (data/train-…, validation-…, test-…) was read whole: 120 rows, its test pairs
+    among them. One split's folder or file is read as before."""
+    rows = pa.table({"en": ["Open"], "vi": ["Mở"]})
+    for name in ("train-00000-of-00001.parquet", "validation-00000-of-00001.parquet", "test-00000-of-00001.parquet"):
+        write_parquet(rows, tmp_path / "ds" / "data" / name)
+    with pytest.raises(CorpusError, match=r"several splits \(test: data/test-00000-of-00001.parquet, train: .*dev: "):
+        read_corpus(tmp_path / "ds")
+    assert len(read_corpus(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet")) == 1
+    write_parquet(rows, tmp_path / "train" / "train-a.parquet")
+    write_parquet(rows, tmp_path / "train" / "train-b.parquet")
+    assert len(read_corpus(tmp_path / "train")) == 2  # the parts of one split
+
+
 def test_parquet_parts_with_other_columns_name_the_part(tmp_path):
     folder = tmp_path / "mixed"
     folder.mkdir()

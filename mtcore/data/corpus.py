@@ -311,11 +311,27 @@ def struct_pair(schema: pa.Schema, src_lang: str = "en", tgt_lang: str = "vi") -
     return None
 
 
+_SPLIT_NAMES = {"train": "train", "training": "train", "valid": "dev", "validation": "dev", "dev": "dev", "eval": "dev",
+                "test": "test"}
+
+
 def parquet_parts(folder: Path) -> list[str]:
     """A folder's Parquet files, in name order, at any depth: `*.parquet`, not hidden or `_`-prefixed (Spark's
-    _SUCCESS, .crc files), so that a README or a checksum file beside them (a downloaded dataset's folder) is no part."""
-    return [str(p) for p in sorted(folder.rglob("*.parquet")) if p.is_file()
-            and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)]
+    _SUCCESS, .crc files), so that a README or a checksum file beside them (a downloaded dataset's folder) is no part.
+    A folder whose files are of several splits (a Hugging Face dataset's train-…, validation-…, test-…) is refused:
+    read whole, its test pairs would be training pairs."""
+    parts = [p for p in sorted(folder.rglob("*.parquet")) if p.is_file()
+             and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)]
+    splits: dict[str, Path] = {}
+    for p in parts:
+        words = re.split(r"[^a-z]+", str(p.relative_to(folder)).lower())
+        for split in {_SPLIT_NAMES[w] for w in words if w in _SPLIT_NAMES}:
+            splits.setdefault(split, p)
+    if len(splits) > 1:
+        found = ", ".join(f"{split}: {p.relative_to(folder)}" for split, p in splits.items())
+        raise CorpusError(f"{folder}: holds the Parquet files of several splits ({found}); read whole, one split's "
+                          f"pairs would be another's: pass the folder or file of the split you mean")
+    return [str(p) for p in parts]
 
 
 _TEXT_FORMATS = (".tsv", ".txt", ".tab", ".po", ".mo", ".tsv.gz", ".txt.gz", ".tab.gz")
