@@ -125,6 +125,11 @@ def code_version(*modules: str) -> str:
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """`a.b.c` keys; a list of one-key mappings (the cleaning rules) by their keys, so that a changed setting is named
+    as `rules.TestOverlap.languages`, not as the whole list of rules twice."""
+    if isinstance(d, list) and d and all(isinstance(x, dict) and len(x) == 1 for x in d) \
+            and len({next(iter(x)) for x in d}) == len(d):
+        d = {next(iter(x)): next(iter(x.values())) for x in d}
     if isinstance(d, dict):
         out: dict[str, Any] = {}
         for k, v in d.items():

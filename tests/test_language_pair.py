@@ -327,3 +327,14 @@ def test_a_vi_en_corpus_is_judged_as_its_en_vi_mirror():
     assert sorted(zip(rej_ve["id"].to_pylist(), rej_ve["reason"].to_pylist())) == \
         sorted(zip(rej_ev["id"].to_pylist(), rej_ev["reason"].to_pylist()))
     assert kept_ve["src"].to_pylist() == kept_ev["tgt"].to_pylist()  # the kept pairs keep their own orientation
+
+
+def test_langs_en_vi_is_the_default_stage_and_a_change_is_named_by_its_rule():
+    """`clean --langs en-vi` was refused beside a run without --langs (languages None -> [en, vi]), printing the
+    whole list of rules twice."""
+    from mtcore.runs import _flatten
+
+    assert load_config().with_languages("EN", "vi").to_dict() == load_config().to_dict()
+    before, after = _flatten(load_config().to_dict()), _flatten(load_config().with_languages("de", "en").to_dict())
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert changed == ["languages", "rules.LanguageID.languages", "rules.TestOverlap.languages"]

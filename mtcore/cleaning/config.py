@@ -82,8 +82,9 @@ class CleaningConfig:
         else:
             seen = [src, tgt]
         rules = [dataclasses.replace(r, languages=base) if r.name() == "LanguageID"
-                 else dataclasses.replace(r, languages=seen) if r.name() == "TestOverlap" else r
-                 for r in self.rules]
+                 else dataclasses.replace(r, languages=seen) if r.name() == "TestOverlap"
+                 and not (r.languages is None and tuple(seen) == NATIVE_PAIR)  # None is en-vi: --langs en-vi is no change
+                 else r for r in self.rules]
         return CleaningConfig(rules, self.normalize, source=f"{self.source} ({src}-{tgt})", langs=(src, tgt))
 
     # Rules about the corpus rather than the pair: a machine-made pair is judged without them.
@@ -101,7 +102,8 @@ class CleaningConfig:
         return {
             "normalize": {f.name: getattr(self.normalize, f.name) for f in fields(self.normalize)},
             "rules": [{r.name(): r.params()} for r in self.rules],
-        } | ({"languages": list(self.langs)} if self.langs is not None else {})  # absent by default: older keys stay
+        } | ({"languages": list(self.langs)} if self.langs is not None and tuple(self.langs) != NATIVE_PAIR
+             else {})  # absent for en-vi, given or not: older keys stay, and --langs en-vi is the same stage
 
 
 def _type_ok(value, annotation: str) -> bool:
