@@ -351,6 +351,19 @@ def test_synthetic_filter_applies_the_cleaning_rules(tmp_path, bt_inputs):
     assert report["kept"] == 2 and pq.read_table(stage.path / "kept.parquet")["src"].to_pylist() == ["Open now", "Save file the"]
 
 
+def test_monolingual_parquet_names_its_column_as_it_likes(tmp_path):
+    """A `vi` column (or one string column) is the sentences; only `text` was accepted."""
+    from mtcore.backtranslation.pipeline import read_mono
+
+    write_parquet(pa.table({"vi": ["câu một", "câu hai"], "n": [1, 2]}), tmp_path / "named.parquet")
+    write_parquet(pa.table({"line": ["câu một"], "n": [1]}), tmp_path / "one.parquet")
+    write_parquet(pa.table({"a": ["x"], "b": ["y"]}), tmp_path / "two.parquet")
+    assert read_mono(tmp_path / "named.parquet")["text"].to_pylist() == ["câu một", "câu hai"]
+    assert read_mono(tmp_path / "one.parquet")["text"].to_pylist() == ["câu một"]
+    with pytest.raises(BTError, match=r"no `text` column \(columns: \['a', 'b'\]\); name"):
+        read_mono(tmp_path / "two.parquet")
+
+
 def test_monolingual_ids_are_line_numbers_and_blank_lines_are_counted(tmp_path, caplog):
     from mtcore.backtranslation.pipeline import read_mono
 

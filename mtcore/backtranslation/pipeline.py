@@ -55,6 +55,9 @@ class BTResult:
 # --------------------------------------------------------------------------- inputs checked up front
 
 
+MONO_COLUMNS = ("vi", "text_vi", "vi_text", "vietnamese", "sentence", "sentences")
+
+
 def read_mono(path: str | Path, keep_blank: bool = False) -> pa.Table:
     """Monolingual text: Parquet (a file or a folder of them) with a `text` column, or a UTF-8 file with one
     sentence a line. Ids are `NAME:N`, N the line (row) from 1, counted before blank lines are skipped;
@@ -69,7 +72,14 @@ def read_mono(path: str | Path, keep_blank: bool = False) -> pa.Table:
         if path.suffix.lower() == ".parquet" or path.is_dir():
             table = read_parquet_files(path)  # every part with the same columns, or an error naming the one that differs
             if "text" not in table.column_names:
-                raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names})")
+                # the sentences' column by its language's name (`vi`, `text_vi`, `sentence`), or the one string column
+                named = [c for c in table.column_names if c.lower() in MONO_COLUMNS]
+                strings = [f.name for f in table.schema if is_text_type(f.type) and f.name not in ("id", "origin")]
+                found = named if len(named) == 1 else strings if len(strings) == 1 else []
+                if not found:
+                    raise BTError(f"--mono: {path} has no `text` column (columns: {table.column_names}); name the "
+                                  f"Vietnamese sentences' column `text` or `vi`")
+                table = table.rename_columns(["text" if c == found[0] else c for c in table.column_names])
             if not is_text_type(table.schema.field("text").type):
                 raise BTError(f"--mono: {path}: column `text` must be strings, found {table.schema.field('text').type}")
             table = as_strings(table, "text")
