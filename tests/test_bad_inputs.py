@@ -174,8 +174,6 @@ CATALOGUE = [
          culprit="the current directory"),
     case("clean-parquet-invalid-utf8", CLEAN, "--input", "{bad_utf8_parquet}", "--output", "{new_out}", "--no-mlflow",
          culprit="column 'src', row 2", absent="new_out"),
-    case("clean-tsv-header-reversed", CLEAN, "--input", "{reversed_header}", "--output", "{new_out}", "--no-mlflow",
-         culprit="target first", absent="new_out"),
     case("train-encoder-output-holds-other-files", ENC, "--corpus", "{tsv}", "--output", "{user_dir}", "--no-mlflow",
          culprit="not an encoder"),  # training replaced the folder whole
     case("train-encoder-output-holds-its-corpus", ENC, "--corpus", "{corpus_dir}/c.tsv", "--output", "{corpus_dir}",
@@ -304,8 +302,6 @@ def _kit(root: Path) -> dict[str, str]:
     k["bad_utf8_parquet"] = root / "latin1.parquet"
     pq.write_table(pa.table({"src": pa.array([b"Open", b"Caf\xe9"], pa.binary()).view(pa.string()), "tgt": ["Mở", "Cà phê"]}),
                    k["bad_utf8_parquet"])
-    k["reversed_header"] = root / "reversed.tsv"
-    k["reversed_header"].write_text("vi\ten\nMở\tOpen\n", encoding="utf-8")
     k["doc_en_copy"] = shutil.copy(k["doc_en"], root / "doc_copy.en.txt")
     k["encoder_truncated"] = shutil.copytree(k["encoder"], root / "encoder_truncated")
     weights = (k["encoder_truncated"] / "model.pt").read_bytes()

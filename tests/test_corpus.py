@@ -274,17 +274,19 @@ def test_invalid_utf8_in_parquet_names_the_file_column_and_row(tmp_path):
         read_corpus(path)
 
 
-def test_a_tsv_header_of_the_corpus_languages_is_skipped_and_a_reversed_one_refused(tmp_path, caplog):
+def test_a_tsv_header_of_the_corpus_languages_is_skipped_and_a_reversed_one_read_by_its_names(tmp_path, caplog):
+    """A `vi<TAB>en` header was refused, where a Parquet file's vi and en columns are read by their names."""
     path = write_tsv(tmp_path / "de-en.tsv", ["de\ten", "Öffnen\tOpen"])
     with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
         table = read_corpus(path, src_lang="de", tgt_lang="en")
     assert table["src"].to_pylist() == ["Öffnen"] and "de-en.tsv:1: a header row (de, en)" in caplog.text
-    swapped = write_tsv(tmp_path / "vi-en.tsv", ["vi\ten", "Mở\tOpen"])
-    with pytest.raises(CorpusError, match=r"vi-en.tsv:1: the header names the columns vi, en: target first.*--langs vi-en"):
-        read_corpus(swapped)
+    swapped = write_tsv(tmp_path / "vi-en.tsv", ["vi\ten", "Mở\tOpen", "Đóng\tClose"])
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(swapped)
+    assert list(zip(table["src"].to_pylist(), table["tgt"].to_pylist())) == [("Open", "Mở"), ("Close", "Đóng")]
+    assert table["id"].to_pylist() == ["vi-en.tsv:2", "vi-en.tsv:3"] and "reading en as src and vi as tgt" in caplog.text
     english_first = write_tsv(tmp_path / "en-vi.tsv", ["English\tVietnamese", "Open\tMở"])
-    with pytest.raises(CorpusError, match="target first"):  # read as a vi-en corpus, the en-vi header is the swapped one
-        read_corpus(english_first, src_lang="vi", tgt_lang="en")
+    assert read_corpus(english_first, src_lang="vi", tgt_lang="en")["src"].to_pylist() == ["Mở"]  # a vi-en reading
     assert read_corpus(english_first)["src"].to_pylist() == ["Open"]
 
 
@@ -295,8 +297,7 @@ def test_headers_and_columns_with_words_around_the_side_are_named(tmp_path, capl
     with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
         assert read_corpus(path)["src"].to_pylist() == ["Open"]
     assert "hf.tsv:1: a header row (source_text, target_text)" in caplog.text
-    with pytest.raises(CorpusError, match="target first"):
-        read_corpus(write_tsv(tmp_path / "rev.tsv", ["text_vi\ttext_en", "Mở\tOpen"]))
+    assert read_corpus(write_tsv(tmp_path / "rev.tsv", ["text_vi\ttext_en", "Mở\tOpen"]))["src"].to_pylist() == ["Open"]
     pq.write_table(pa.table({"source_lang": ["en"], "original": ["Open"], "Translation": ["Mở"]}), tmp_path / "a.parquet")
     t = read_corpus(tmp_path / "a.parquet")
     assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == ("Open", "Mở")

@@ -159,8 +159,8 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
 
     Non-strict: such lines become rejects with reason `malformed_tsv`, so counts still reconcile.
     A first line naming the columns (`src tgt`, or the corpus languages, e.g. `de en`) is a header; one naming
-    them the other way round (`en de` for de-en) is an error: the columns are swapped. A header of more columns
-    (`id source target score`) that names one of each side says which two to read.
+    them the other way round (`en de` for de-en) is read by the names, as a Parquet file's columns are. A header of
+    more columns (`id source target score`) that names one of each side says which two to read.
     """
     from mtcore.data.ledger import rejects_table
 
@@ -183,11 +183,11 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
             if roles == ("src", "tgt"):
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
                 continue
-            if roles == ("tgt", "src"):
-                raise CorpusError(f"{path}:1: the header names the columns {', '.join(cols)}: target first, where "
-                                  f"this corpus is read {src_lang}<TAB>{tgt_lang}; swap the columns, or declare it "
-                                  f"{tgt_lang}-{src_lang} (clean: --langs {tgt_lang}-{src_lang}; training: "
-                                  f"job.corpus_langs={tgt_lang}-{src_lang})")
+            if roles == ("tgt", "src"):  # columns read by their names, as a Parquet file's are
+                picked, width = (1, 0), len(cols)
+                log.warning("%s:1: a header row (%s): the target column first; reading %s as src and %s as tgt", path,
+                            ", ".join(cols), cols[1], cols[0])
+                continue
         if picked is not None and line.strip():  # the header's columns (trailing empty ones may be left out)
             if len(cols) <= max(picked) or (len(cols) > width and any(c.strip() for c in cols[width:])):
                 if strict:
