@@ -213,3 +213,14 @@ def test_attention_heatmaps_of_pieces_the_font_cannot_draw_name_their_code_point
         warnings.simplefilter("error")  # a missing glyph warns
         path = attention_heatmap(np.eye(2), ["▁猫", "です"], ["▁the", "cat"], "猫 → the cat", tmp_path / "h.png")
     assert path.stat().st_size > 1000
+
+
+def test_the_browse_hint_names_the_store_that_was_used(tmp_path, monkeypatch):
+    """After train/tune: a tracking server's address, or the UI command of this workspace (a plain
+    `python -m mtcore.ui` opened the default workspace's empty store after `--home X`)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MTCORE_HOME", raising=False)
+    assert tracking.browse_hint() == "python -m mtcore.ui  (then http://127.0.0.1:5000)"
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws"))
+    assert tracking.browse_hint() == f"python -m mtcore.ui --home {tmp_path / 'ws'}  (then http://127.0.0.1:5000)"

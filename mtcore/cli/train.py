@@ -18,6 +18,7 @@ import sys
 
 import yaml
 
+from mtcore import tracking
 from mtcore.console import add_common_options, quiet
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"best ckpt    dev BLEU {outcome.best_dev_bleu:.2f}  ({outcome.best_checkpoint})")
     print(f"test BLEU    {t['test/bleu']:.2f}  {t['test/bleu_signature']}")
     print(f"test chrF    {t['test/chrf']:.2f}  {t['test/chrf_signature']}")
-    print("browse       python -m mtcore.ui  (then http://127.0.0.1:5000)")
+    print(f"browse       {tracking.browse_hint()}")
     return 0
 
 

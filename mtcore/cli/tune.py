@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtcore import tracking
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
 from mtcore.config import ConfigError
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test BLEU    {out.test['test/bleu']:.2f}  {out.test['test/bleu_signature']}")
     if out.registered:
         print(f"registered   {out.registered}  (models:/{out.registered})")
-    print("browse       python -m mtcore.ui  (then http://127.0.0.1:5000)")
+    print(f"browse       {tracking.browse_hint()}")
     return 0
 
 

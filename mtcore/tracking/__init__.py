@@ -192,6 +192,17 @@ def tracking_uri() -> str:
     return uri
 
 
+def browse_hint() -> str:
+    """Where to look at the runs just recorded: the tracking server's page, or the UI command for this workspace
+    (with --home when it is not the default one, which a plain `python -m mtcore.ui` would show instead)."""
+    uri = tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        return f"open {uri}"
+    workspace = home()
+    flag = "" if workspace == (Path.cwd() / "runs").absolute() else f" --home {workspace}"
+    return f"python -m mtcore.ui{flag}  (then http://127.0.0.1:5000)"
+
+
 def artifact_root(store_uri: str) -> str | None:
     """Where a SQLite store keeps artifacts: `mlartifacts/` next to the database file (None for other stores)."""
     if not store_uri.startswith("sqlite:"):
