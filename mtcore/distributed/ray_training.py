@@ -457,6 +457,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     train_pairs = load_pairs(inputs.train_data, job, job.job.train_limit)
     dev_pairs = load_pairs(inputs.dev_data, job)
     mlflow_log = SafeLogger(inputs.run if rank == 0 else None)
+    mlflow_log.resumed()  # a retry or a resumed run replays steps its run holds already: each point is logged once
 
     progress = ProgressLog(Path(inputs.storage_path) / inputs.run_name / PROGRESS_FILE, run_cfg.train.time_budget_min,
                            enabled=rank == 0)

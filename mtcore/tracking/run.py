@@ -279,9 +279,29 @@ class SafeLogger:
 
     def __init__(self, run: TrackedRun | None):
         self.run, self.failed = run, False
+        self.logged_through: dict[str, int] | None = None  # after `resumed`: each metric's last step in the run
+
+    def resumed(self) -> None:
+        """A resumed run replays the steps from its checkpoint to where it stopped: those points are in the run
+        already, and logged again they folded its charts back on themselves. Each metric skips its own."""
+        self.logged_through = {}
+
+    def _new(self, key: str, step: int) -> bool:
+        if self.logged_through is None:
+            return True
+        if key not in self.logged_through:
+            try:
+                history = self.run.client.get_metric_history(self.run.run_id, key)
+                self.logged_through[key] = max((m.step for m in history), default=-1)
+            except Exception:  # noqa: BLE001 - the logging below says what is wrong with the store
+                self.logged_through[key] = -1
+        return step > self.logged_through[key]
 
     def __call__(self, metrics: dict[str, float], step: int) -> None:
         if self.run is None or self.failed:
+            return
+        metrics = {k: v for k, v in metrics.items() if self._new(k, step)}
+        if not metrics:
             return
         try:
             self.run.log_metrics({k: v for k, v in metrics.items() if k not in ("step", "epoch")}, step)
