@@ -145,5 +145,10 @@ def test_the_newest_runs_experiment_is_the_one_to_open(tmp_path):
     time.sleep(0.01)
     client.create_run(older)  # started last: its experiment is the one a user just worked in
     assert ui.newest_experiment(store) == (older, "clean")
+    scored = client.create_run(newer)  # a model with test BLEU: the leaderboard opens on its experiment, not clean's
+    client.log_metric(scored.info.run_id, "test/bleu", 12.0)
+    time.sleep(0.01)
+    client.create_run(older)
+    assert ui.newest_experiment(store) == (newer, "train_transformer")
     assert ui.runs_table_url("http://127.0.0.1:5000", older) == (
         f"http://127.0.0.1:5000/#/experiments/{older}/runs?viewStateShareKey={tracking.leaderboard_view()[0]}")

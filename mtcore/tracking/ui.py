@@ -258,15 +258,20 @@ def mark_experiments(store: str) -> int:
 
 
 def newest_experiment(store: str) -> tuple[str, str] | None:
-    """(id, name) of the experiment of the most recently started run in the store; None without runs."""
+    """(id, name) of the experiment of the most recently started run with a test BLEU (the leaderboard's sort key),
+    else of the most recent run (a store with data stages only); None without runs."""
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=store)
     experiments = {e.experiment_id: e.name for e in client.search_experiments()}
     if not experiments:
         return None
-    runs = client.search_runs(list(experiments), order_by=["attributes.start_time DESC"], max_results=1)
-    return (runs[0].info.experiment_id, experiments[runs[0].info.experiment_id]) if runs else None
+    for where in ("metrics.`test/bleu` > -1", ""):
+        runs = client.search_runs(list(experiments), filter_string=where, order_by=["attributes.start_time DESC"],
+                                  max_results=1)
+        if runs:
+            return runs[0].info.experiment_id, experiments[runs[0].info.experiment_id]
+    return None
 
 
 def runs_table_url(base: str, experiment_id: str) -> str:
