@@ -35,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-mono", type=int, default=DEFAULTS.max_mono, help="cap on sentences back-translated, 0 = none (default: %(default)s)")
     ap.add_argument("--upsample", type=int, default=DEFAULTS.upsample, help="copies of each real pair (default: %(default)s)")
     ap.add_argument("--reverse-steps", type=int, default=DEFAULTS.reverse_steps,
-                    help="training steps of the reverse model, about 11 minutes of `mini` on 2 CPU cores (default: %(default)s; "
-                         "0 = a clock budget, --reverse-minutes)")
+                    help="training steps of the reverse model (default: %(default)s, 24 minutes of `mini` on 2 busy CPU "
+                         "cores; 0 = a clock budget, --reverse-minutes)")
     ap.add_argument("--reverse-minutes", type=float, default=DEFAULTS.reverse_minutes,
                     help="the reverse model's training budget in minutes, with --reverse-steps 0 (default: %(default)s)")
     ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
