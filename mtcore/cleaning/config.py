@@ -48,7 +48,7 @@ class CleaningConfig:
     def sides_swapped(self) -> bool:
         """A vi-en corpus: the rules judge it as the en-vi pair their bounds and word lists were measured on (the
         length ratio's bounds, the number words of each side, the Vietnamese letters of a translation); read the
-        other way round they rejected 89 of 3,000 correct pairs where en-vi rejected 57."""
+        other way round they rejected 42 of 3,000 embedded pairs where the same pairs as en-vi lost 17."""
         from mtcore import checks
 
         return self.langs is not None and tuple(checks.base_language(lang) for lang in self.langs) == NATIVE_PAIR[::-1]
