@@ -36,6 +36,7 @@ from mtcore import checks
 from mtcore.console import progress_line
 from mtcore.cleaning.config import CleaningConfig, load_config
 from mtcore.cleaning.normalize import normalize_table
+from mtcore.data.corpus import swap_sides
 from mtcore.data.ledger import REJECT_SCHEMA, StageReport, write_report
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
     score = np.full(n, np.nan)
     detail = np.full(n, None, dtype=object)
     alive = np.arange(n)
-    seen = _swap_sides(table) if cfg.sides_swapped else table  # a vi-en corpus is judged as en-vi
+    seen = swap_sides(table) if cfg.sides_swapped else table  # a vi-en corpus is judged as en-vi
     for rule in cfg.row_rules:
         if len(alive) == 0:
             break
@@ -92,10 +93,6 @@ def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
     for name, arr in cols.items():
         table = table.append_column(name, arr)
     return table
-
-
-def _swap_sides(table: pa.Table) -> pa.Table:
-    return table.rename_columns([{"src": "tgt", "tgt": "src"}.get(c, c) for c in table.column_names])
 
 
 # --------------------------------------------------------------------------- step 2: global

@@ -972,13 +972,12 @@ class TestOverlap(Rule):
     score_key: ClassVar[str] = "overlap"
 
     def __post_init__(self):
-        from mtcore.data.corpus import CorpusError, read_corpus
+        from mtcore.data.corpus import CorpusError, read_corpus, swap_sides
 
-        from mtcore.data.paths import DEV, TEST
+        from mtcore.data.paths import DEV, TEST, embedded_heldout
 
         if self.paths is None:
             self.paths = [str(p) for p in (DEV, TEST) if Path(p).exists()]
-        embedded = {Path(DEV).resolve(), Path(TEST).resolve()}  # en-vi columns, whatever the corpus's order
         from mtcore.runs import input_files
 
         if self.languages is not None and (len(self.languages) != 2 or len(set(self.languages)) != 2):
@@ -989,12 +988,12 @@ class TestOverlap(Rule):
         for p in self.paths:
             if not input_files(p):
                 raise CorpusError(f"TestOverlap: held-out set {p} not found (nor {p}.{src_lang} + {p}.{tgt_lang})")
-            if Path(p).resolve() in embedded:
+            if embedded_heldout(p):  # en-vi columns, whatever the corpus's order
                 if {src_lang, tgt_lang} != {"en", "vi"}:
                     continue  # the embedded sets are another pair's held-out data
                 t = read_corpus(p)
                 if (src_lang, tgt_lang) == ("vi", "en"):  # a vi-en corpus's sources are their targets
-                    t = t.rename_columns(["tgt" if c == "src" else "src" if c == "tgt" else c for c in t.column_names])
+                    t = swap_sides(t)
             else:
                 try:
                     t = read_corpus(p, src_lang=src_lang, tgt_lang=tgt_lang)

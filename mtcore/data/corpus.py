@@ -315,6 +315,11 @@ _SPLIT_NAMES = {"train": "train", "training": "train", "valid": "dev", "validati
                 "test": "test"}
 
 
+def swap_sides(table: pa.Table) -> pa.Table:
+    """The same pairs read the other way round: `src` and `tgt` exchanged, other columns as they are."""
+    return table.rename_columns([{"src": "tgt", "tgt": "src"}.get(c, c) for c in table.column_names])
+
+
 def parquet_parts(folder: Path) -> list[str]:
     """A folder's Parquet files, in name order, at any depth: `*.parquet`, not hidden or `_`-prefixed (Spark's
     _SUCCESS, .crc files), so that a README or a checksum file beside them (a downloaded dataset's folder) is no part.

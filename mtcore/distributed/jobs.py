@@ -21,7 +21,7 @@ from typing import Any
 
 from mtcore.config import (AUTO, PRESETS, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings,
                            load_yaml, parse_value, yaml11_float)
-from mtcore.data.paths import DEV, TEST
+from mtcore.data.paths import DEV, TEST, same_file
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
 DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
@@ -117,7 +117,7 @@ class TrainingJob:
             embedded = [key for key, value, default in (("job.train_data", self.job.train_data, ""),
                                                         ("job.dev_data", self.job.dev_data, str(DEV)),
                                                         ("job.test_data", self.job.test_data, str(TEST)))
-                        if value == default or default and value and Path(value).resolve() == Path(default).resolve()]
+                        if value == default or same_file(value, default)]
             if embedded:
                 raise ConfigError(f"{', '.join(embedded)}: the embedded corpora are English-Vietnamese; give "
                                   f"{'-'.join(langs)} data for {self.run.model.direction} (--data, job.dev_data=, job.test_data=)")

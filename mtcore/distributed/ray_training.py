@@ -35,7 +35,7 @@ from mtcore.config import ConfigError
 from mtcore.errors import Interrupted, MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.progress import PROGRESS_FILE, ProgressFile, follow_progress
-from mtcore.data.paths import DEV, RAW_PARALLEL, TEST
+from mtcore.data.paths import RAW_PARALLEL, embedded_heldout
 from mtcore.runs import home
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,7 @@ def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
         held = pc.unique(pc.utf8_trim_whitespace(sources(path)["src"]))
         leaked = pc.filter(held, pc.is_in(held, value_set=trained))
         if len(leaked):
-            embedded = Path(path).resolve() in (DEV.resolve(), TEST.resolve())  # the default rules know these two
-            fix = ("its test_overlap rule drops them" if embedded else
+            fix = ("its test_overlap rule drops them" if embedded_heldout(path) else  # the default rules know these two
                    f"with --config RULES.yaml whose rule `TestOverlap: {{paths: [{path}]}}` names this set")
             log.warning("%s of the %s %s sources (%.1f %%) are also training sources, e.g. %r: %s BLEU is then partly "
                         "memory; clean the training corpus with pipelines/clean.py (%s)",

@@ -347,7 +347,7 @@ class _StepLines:
         from mtcore.distributed.progress import ProgressFile
 
         self.mlflow_log, self.every_s, self.last_line = mlflow_log, every_s, 0.0
-        self.progress = ProgressFile(Path(progress_path), 0, enabled=bool(progress_path)) if progress_path else None
+        self.progress = ProgressFile(Path(progress_path), 0, enabled=True) if progress_path else None
 
     def __call__(self, metrics: dict, step: int) -> None:
         if self.mlflow_log is not None:

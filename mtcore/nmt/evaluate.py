@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     if direction != model_dir:
         hint = "a reverse model: pass --reverse" if model_dir == "-".join(corpus[::-1]) else f"pass --direction {model_dir}"
         raise CheckpointError(f"{args.model}: the model translates {model_dir}, not {direction} ({hint})")
-    if set(corpus) != set(EMBEDDED_LANGS) and Path(args.test).resolve() == paths.TEST.resolve():  # data/test.parquet too
+    if set(corpus) != set(EMBEDDED_LANGS) and paths.same_file(args.test, paths.TEST):
         parser.error(f"--test: the embedded test set is en-vi; give a {'-'.join(corpus)} test corpus")
     from mtcore.runs import resolve_data
 
