@@ -282,12 +282,13 @@ def test_a_grid_space_file_runs_with_the_default_search_once_start_from_base_is_
 
 def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri, runs_dir, toy_corpus, monkeypatch):
     # One trial at a time on both CPUs; the middle one cannot learn (lr_scale 0.001), so ASHA stops it
-    # while its Train run would go on to step 200. The third trial needs that run's CPUs: before the
-    # fix its placement group outlived it and the third trial waited for it, then failed.
+    # before its Train run reaches step 48. The third trial needs that run's CPUs: before the fix its
+    # placement group outlived it and the third trial waited for it, then failed (checked again with 48
+    # steps, 2026-11-26: without the dead-controller rule the third trial never reached a step).
     # Only the dead-controller rule may release it: the fallback (no worker for UNUSED_GROUP_S) is turned off.
     monkeypatch.setattr(resources, "UNUSED_GROUP_S", 10**6)
     space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0]}}
-    tj = tiny_search(toy_corpus, space, ["train.max_steps=200", "train.validate_every=8"], num_samples=1,
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=48", "train.validate_every=8"], num_samples=1,
                      workers_per_trial=2, register_as="-")
     out = tuning.run_search(tj, verbose=0)
     assert [r.values["train.lr_scale"] for r in out.rows] == [2.0, 0.001, 3.0]
