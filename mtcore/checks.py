@@ -101,9 +101,9 @@ def replaceable_dir(path: Path, what: str, is_one, name: str = "--output") -> No
                          f"replaces the folder whole; choose another output, or empty that folder yourself")
 
 
-def some_names(folder: Path, most: int = 3) -> str:
-    """What a folder holds, for a message: "a, b, c and 4 more"."""
-    names = sorted(p.name for p in folder.iterdir())
+def some_names(folder: Path | Iterable[str], most: int = 3) -> str:
+    """What a folder holds (or these names), for a message: "a, b, c and 4 more"."""
+    names = sorted(p.name for p in folder.iterdir()) if isinstance(folder, Path) else sorted(folder)
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 

@@ -54,7 +54,7 @@ _OS_HINTS: list[tuple[type[OSError], str]] = [
     (FileExistsError, "remove it or choose another path"),
 ]
 
-_failure_hooks: list[Callable[[], None]] = []
+_failure_hooks: list[Callable[[], str | None]] = []
 _path_names: dict[str, str] = {}
 
 
@@ -63,8 +63,9 @@ def name_path(path: str | Path, name: str) -> None:
     _path_names[str(path)] = name
 
 
-def on_failure(hook: Callable[[], None]) -> Callable[[], None]:
-    """Run `hook` when an entry point fails (user error or bug); a failing hook is ignored."""
+def on_failure(hook: Callable[[], str | None]) -> Callable[[], str | None]:
+    """Run `hook` when an entry point fails (user error or bug); a failing hook is ignored. What it returns, if
+    anything, says what it did (shown after Ctrl-C)."""
     if hook not in _failure_hooks:
         _failure_hooks.append(hook)
     return hook
@@ -98,12 +99,16 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def _run_hooks() -> None:
+def _run_hooks() -> list[str]:
+    """Run the failure hooks; what they did, in their words (a hook that did something returns a phrase)."""
+    done = []
     for hook in _failure_hooks:
         try:
-            hook()
+            if said := hook():
+                done.append(said)
         except Exception:  # noqa: BLE001 - cleaning up after a failure must not hide it
             pass
+    return done
 
 
 def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
@@ -124,9 +129,8 @@ def entry_point(main: Callable[..., int | None]) -> Callable[..., int]:
             return main(*args, **kwargs) or 0
         except KeyboardInterrupt as err:
             _interrupted = True
-            _run_hooks()
-            print(f"interrupted: {err}" if str(err) else "interrupted (Ctrl-C); an MLflow run it had open is marked "
-                  "KILLED", file=sys.stderr)
+            done = _run_hooks()
+            print(f"interrupted: {err}" if str(err) else "; ".join(["interrupted (Ctrl-C)", *done]), file=sys.stderr)
             return EXIT_INTERRUPTED
         except BrokenPipeError:
             _run_hooks()

@@ -21,6 +21,7 @@ their *contents* (`content_hash`), so that
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import importlib.util
 import json
@@ -68,7 +69,9 @@ def input_files(path: str | Path, langs: tuple[str, str] | None = None) -> list[
     PREFIX.ids, a PREFIX.log or a third language beside them are not the corpus."""
     path = Path(path)
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+        # as the reader skips them: any part of the path hidden or `_`-prefixed (Spark's _SUCCESS, a _tmp/ folder)
+        return sorted(p for p in path.rglob("*") if p.is_file()
+                      and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts))
     if path.is_file():
         return [path]
     # The files the reader opens, found as it finds them (`Train.en` for the prefix `train`, `c.en.GZ`): a file the
@@ -149,6 +152,7 @@ class Stage:
     inputs: dict[str, str | Path] = field(default_factory=dict)  # name -> file or folder
     code: tuple[str, ...] = ()  # modules whose source is part of the identity
     languages: tuple[str, str] | None = None  # a Moses-prefix input is its files of these languages
+    extras: tuple[str, ...] = ()  # glob patterns of files a command adds to the finished stage (text exports, plots)
 
     def __post_init__(self):
         self.path = Path(self.path)
@@ -179,29 +183,41 @@ class Stage:
 
     def reuse(self, overwrite: bool = False) -> dict[str, Any] | None:
         """The finished stage's report if it can be reused; None if it must be made (again).
-        Raises StageError if the folder holds other work and `overwrite` is not set."""
+        Raises StageError if the folder holds other work and `overwrite` is not set, or holds files no stage made."""
         checks.output_apart(self.path, self.inputs)  # before the settings: `--input runs/clean --output runs/clean`
         old = self.manifest()
-        if old is not None and old.get("fingerprint") == self.fingerprint and not overwrite:
+        self._seen = self._state()  # `writing` refuses if another run has written the folder since
+        same = old is not None and old.get("fingerprint") == self.fingerprint
+        if same and not overwrite:
             missing = [name for name in old.get("outputs", ()) if not (self.path / name).exists()]
             if not missing:
                 return old.get("report", {})
-            log.warning("%s: made with these settings, but %s is missing; making it again", self.path,
-                        ", ".join(missing))
-            return None
-        occupied = self.path.exists() and any(not p.name.startswith(".") for p in self.path.iterdir())
-        if occupied and old is None and _older_stage(self.path):  # mtcore's before stages had manifests
+        names = folder_names(self.path)
+        if names and old is None and _older_stage(self.path):  # mtcore's before stages had manifests
             old = {}
-        if occupied and old is None:  # --overwrite replaces a stage's output, never a folder of the user's
-            raise StageError(f"{self.path}: holds files that no mtcore stage made ({checks.some_names(self.path)}); "
+        if names and old is None:  # --overwrite replaces a stage's output, never a folder of the user's
+            raise StageError(f"{self.path}: holds files that no mtcore stage made ({checks.some_names(names)}); "
                              f"mtcore replaces only "
                              f"its own outputs, even with --overwrite: choose another output, or empty that folder "
                              f"yourself", changed="it holds files that no mtcore stage made")
-        if occupied and not overwrite:
+        if foreign := names - _stage_names(old, names, self.extras):  # the folder is swapped whole: they would go with it
+            raise StageError(f"{self.path}: also holds files its stage did not make ({checks.some_names(foreign)}); mtcore "
+                             f"replaces only its own outputs, even with --overwrite: move them out first",
+                             changed="it holds files its stage did not make")
+        if same and not overwrite:
+            log.warning("%s: made with these settings, but %s is missing; making it again", self.path,
+                        ", ".join(missing))
+            return None
+        if names and not overwrite:
             what = "; ".join(self.changes(old))
             raise StageError(f"{self.path}: made with other settings or inputs ({what}); pass --overwrite to make "
                              f"it again, or choose another output", changed=what)
         return None
+
+    def _state(self) -> tuple[bytes | None, frozenset[str]]:
+        """What `reuse` judged: the manifest's bytes and the folder's names."""
+        marker = self.path / MANIFEST
+        return (marker.read_bytes() if marker.is_file() else None), frozenset(folder_names(self.path))
 
     def changes(self, old: dict[str, Any]) -> list[str]:
         """What differs between a stored manifest and this stage, one phrase per difference."""
@@ -228,30 +244,37 @@ class Stage:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Path]:
-        """A fresh temporary folder beside the stage; renamed into place after `finish` was called in it."""
-        work = self.path.with_name(f".{self.path.name}.partial")
-        if work.exists():
-            shutil.rmtree(work)
-        work.mkdir(parents=True)
-        self._work, self._report = work, None
-        try:
-            yield work
-            if self._report is None:
-                raise RuntimeError(f"stage {self.kind}: finish() was not called")
-            outputs = sorted(p.name for p in work.iterdir())  # what a reuse must find again
-            (work / MANIFEST).write_text(json.dumps(
-                {**self.identity, "fingerprint": self.fingerprint, "report": self._report, "outputs": outputs},
-                indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-            old = self.path.with_name(f".{self.path.name}.old")
-            if self.path.exists():
-                if old.exists():
-                    shutil.rmtree(old)
-                self.path.rename(old)
-            work.rename(self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if work.exists():
-                shutil.rmtree(work, ignore_errors=True)
+        """A fresh temporary folder beside the stage; renamed into place after `finish` was called in it.
+        One run at a time: a second run into the same output is refused while this one works, and after it
+        if the folder is no longer what that run's `reuse` judged (two runs of other settings, started
+        together, silently replaced each other's output, or left a manifest without its kept pairs)."""
+        with _exclusive(self.path):
+            if getattr(self, "_seen", None) is not None and self._state() != self._seen:
+                raise StageError(f"{self.path}: another run wrote it while this one was starting; run again to "
+                                 f"reuse or refuse what it made", changed="another run wrote it meanwhile")
+            work = self.path.with_name(f".{self.path.name}.partial")
+            if work.exists():  # an interrupted run's: no run holds the lock on it now
+                shutil.rmtree(work)
+            work.mkdir(parents=True)
+            self._work, self._report = work, None
+            try:
+                yield work
+                if self._report is None:
+                    raise RuntimeError(f"stage {self.kind}: finish() was not called")
+                outputs = sorted(p.name for p in work.iterdir())  # what a reuse must find again
+                (work / MANIFEST).write_text(json.dumps(
+                    {**self.identity, "fingerprint": self.fingerprint, "report": self._report, "outputs": outputs},
+                    indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+                old = self.path.with_name(f".{self.path.name}.old")
+                if self.path.exists():
+                    if old.exists():
+                        shutil.rmtree(old)
+                    self.path.rename(old)
+                work.rename(self.path)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                if work.exists():
+                    shutil.rmtree(work, ignore_errors=True)
 
     def finish(self, report: dict[str, Any]) -> None:
         self._report = report
@@ -260,9 +283,63 @@ class Stage:
 def _older_stage(path: Path) -> bool:
     """A folder an mtcore stage wrote before stages had manifests (`runs/clean` of 2026-11-22): report.json and kept/,
     and nothing but a stage's files."""
-    names = {p.name for p in path.iterdir() if not p.name.startswith(".")}
-    known = {"kept", "rejects", "report.json", "histogram.png", "scores.parquet", "_scored"}
-    return {"kept", "report.json"} <= names and all(n in known or n.startswith("kept.") for n in names)
+    names = folder_names(path)
+    return {"kept", "report.json"} <= names and names <= _stage_names({}, names, ("kept.*",))
+
+
+# What a desktop leaves in any folder it shows: not a user's work, gone with the folder.
+_LITTER = {".DS_Store", "Thumbs.db", "desktop.ini"}
+# A stage folder's names when its manifest does not list them (damaged, or written before manifests had lists).
+_STAGE_FILES = {MANIFEST, "kept", "rejects", "report.json", "histogram.png", "scores.parquet", "_scored",
+                "rejects_by_reason.png", "score_histograms.png"}
+
+
+def folder_names(path: Path) -> set[str]:
+    """A folder's entries that matter when it is replaced: hidden ones too (a `.git` or `.env` is a user's), bar
+    desktop litter."""
+    if not path.is_dir():
+        return set()
+    return {p.name for p in path.iterdir() if p.name not in _LITTER and not p.name.startswith("._")}
+
+
+def _stage_names(manifest: dict[str, Any] | None, names: set[str], extras: tuple[str, ...]) -> set[str]:
+    """The names in a stage folder that its stage made: what its manifest lists (or a stage's usual files), the
+    manifest, and what its command adds afterwards (`extras`: kept.tsv, kept.en beside kept/, MLflow's plots)."""
+    listed = set((manifest or {}).get("outputs") or _STAGE_FILES)
+    return listed | {MANIFEST} | {n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in extras)}
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold `.NAME.lock` beside `path` while a stage is written there; refuse, naming the holder, if another
+    process holds it. The file is removed on release; a lock taken on a file removed meanwhile is taken again."""
+    import fcntl
+
+    lock = path.with_name(f".{path.name}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise StageError(f"{path}: another mtcore run ({holder}) is writing it now; wait for it to end, or "
+                             f"choose another output", changed="another run is writing it") from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(lock).st_ino:
+                break
+        except FileNotFoundError:  # its holder removed it as we opened it
+            pass
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- a job's output as training data

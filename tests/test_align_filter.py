@@ -442,6 +442,19 @@ def test_other_reference_pairs_are_another_stage(encoder_dir, tmp_path):
         filter_corpus(src, tmp_path / "out", cfg, use_ray=False, track=False)
 
 
+def test_the_encoders_own_reference_named_is_the_default_stage(encoder_dir, tmp_path):
+    """`--reference ENCODER/reference.parquet` is what the filter reads without it: the same stage, reused (it was
+    refused as another input)."""
+    import shutil
+
+    encoder = shutil.copytree(encoder_dir, tmp_path / "encoder")
+    shutil.copy(_reference(tmp_path), encoder / "reference.parquet")
+    src = write_parquet(corpus_with_misalignments(start=700)[0], tmp_path / "in.parquet")
+    assert not filter_corpus(src, tmp_path / "out", FilterConfig(encoder=str(encoder)), use_ray=False, track=False).skipped
+    named = FilterConfig(encoder=str(encoder), reference=str(encoder / "reference.parquet"))
+    assert filter_corpus(src, tmp_path / "out", named, use_ray=False, track=False).skipped
+
+
 def test_pairs_with_an_empty_side_are_rejects_with_their_reason(encoder_dir, tmp_path):
     """Two empty sides encode alike (cosine 1.0) and were kept; one empty side could pass the threshold."""
     table, _ = corpus_with_misalignments(n_bad=5)

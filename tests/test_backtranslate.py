@@ -483,6 +483,54 @@ def test_a_refused_output_names_the_settings_that_changed(tmp_path):
         check_output([now], overwrite=False)
 
 
+def test_the_output_folder_of_a_user_is_never_taken_over(tmp_path):
+    """A folder with a user's files (notes, a report.json of theirs, a hidden .env) is refused, even with --overwrite:
+    the job deleted augmented.* and wrote over report.json there. Its own earlier output is not."""
+    from mtcore.backtranslation.stages import StageDir, check_output
+
+    def stages(root):
+        return [StageDir(root, f"{i + 1:02d}_{name}", {"k": 1}) for i, name in enumerate(STAGES)]
+
+    for name in ("notes.txt", "report.json", ".env"):
+        root = tmp_path / name.strip(".")
+        root.mkdir()
+        (root / name).write_text("mine")
+        for overwrite in (False, True):
+            with pytest.raises(BTError, match=rf"holds files the back-translation job did not make \({name}\)"):
+                check_output(stages(root), overwrite=overwrite)
+        assert (root / name).read_text() == "mine"
+    own = tmp_path / "own"
+    first = stages(own)[0]
+    first.begin()
+    first.finish({"kept": 1})
+    for name in ("report.json", "augmented.tsv", "_mlflow_run.json"):
+        (own / name).write_text("{}")
+    check_output(stages(own), overwrite=False)
+    check_output(stages(tmp_path / "new"), overwrite=False)
+    (own / "notes.txt").write_text("mine")
+    with pytest.raises(BTError, match=r"\(notes.txt\)"):
+        check_output(stages(own), overwrite=True)
+
+
+def test_cleaning_rules_count_by_what_they_say_not_their_bytes(tmp_path):
+    """A copy of the default rules, or the same rules respelled, is the same cleaning (clean.py reused them; the job
+    refused them and made all 7 stages again). Other rules are another."""
+    from mtcore.cleaning.config import DEFAULT_RULES
+
+    copy, respelled, other = tmp_path / "copy.yaml", tmp_path / "respelled.yaml", tmp_path / "other.yaml"
+    shutil.copy(DEFAULT_RULES, copy)
+    text = DEFAULT_RULES.read_text(encoding="utf-8")
+    respelled.write_text("# mine\n" + "\n".join(line.split("#")[0].rstrip() for line in text.splitlines()) + "\n",
+                         encoding="utf-8")
+    other.write_text("- NonEmpty: {}\n", encoding="utf-8")
+    base = BTConfig(corpus=str(tmp_path / "c.tsv"), output=str(tmp_path / "o")).stage_settings()["clean"]
+    for rules in (copy, respelled):
+        assert BTConfig(corpus=str(tmp_path / "c.tsv"), output=str(tmp_path / "o"),
+                        clean_config=str(rules)).stage_settings()["clean"] == base
+    assert BTConfig(corpus=str(tmp_path / "c.tsv"), output=str(tmp_path / "o"),
+                    clean_config=str(other)).stage_settings()["clean"] != base
+
+
 def test_a_vi_en_stage_output_is_refused_as_the_corpus(tmp_path, bt_inputs):
     """A vi-en cleaning output's src column is Vietnamese: read as en-vi, the job cleaned it with the en-vi rules
     (2,672 of 2,911 pairs `wrong_language` in a review) and assembled real pairs the wrong way round."""

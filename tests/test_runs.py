@@ -74,6 +74,61 @@ def test_a_folder_of_other_files_is_not_taken_over(tmp_path):
     assert (tmp_path / "s" / "notes.txt").read_text() == "mine"
 
 
+def test_hidden_files_are_a_users_too(tmp_path):
+    """A `.env` or `.git` in the output folder went with the folder, without --overwrite; desktop litter may go."""
+    (tmp_path / "s" / ".git").mkdir(parents=True)
+    (tmp_path / "s" / ".env").write_text("TOKEN=1")
+    with pytest.raises(StageError, match=r"no mtcore stage made \(.env, .git\)"):
+        Stage(tmp_path / "s", "demo").reuse(overwrite=True)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / ".DS_Store").write_text("")
+    stage = Stage(tmp_path / "t", "demo")
+    assert stage.reuse() is None
+    make(stage)
+
+
+def test_files_the_user_added_to_a_stage_folder_are_never_replaced_with_it(tmp_path):
+    """The folder is swapped whole: a user's notes inside it went with an --overwrite (also behind a damaged
+    manifest). What the command itself adds afterwards (`extras`: text exports, plots) does not count."""
+    stage = Stage(tmp_path / "s", "demo", {"k": 1}, extras=("kept.*",))
+    make(stage)
+    (tmp_path / "s" / "kept.tsv").write_text("a\tb\n")
+    assert Stage(tmp_path / "s", "demo", {"k": 2}, extras=("kept.*",)).reuse(overwrite=True) is None
+    (tmp_path / "s" / "analysis.md").write_text("mine")
+    assert Stage(tmp_path / "s", "demo", {"k": 1}, extras=("kept.*",)).reuse() is not None  # reused: nothing replaced
+    for overwrite in (False, True):
+        with pytest.raises(StageError, match=r"also holds files its stage did not make \(analysis.md\).*move them out"):
+            Stage(tmp_path / "s", "demo", {"k": 2}, extras=("kept.*",)).reuse(overwrite=overwrite)
+    (tmp_path / "s" / "result.txt").unlink()  # a missing output is made again, but not over the user's file either
+    with pytest.raises(StageError, match="analysis.md"):
+        Stage(tmp_path / "s", "demo", {"k": 1}, extras=("kept.*",)).reuse()
+    (tmp_path / "s" / MANIFEST).write_text("garbage{")
+    with pytest.raises(StageError, match="analysis.md"):
+        Stage(tmp_path / "s", "demo", {"k": 1}).reuse(overwrite=True)
+    assert (tmp_path / "s" / "analysis.md").read_text() == "mine"
+
+
+def test_two_runs_into_one_output_never_mix(tmp_path):
+    """Two runs judged the empty folder at once: the second to write is refused, while the first writes (the lock)
+    and after it (the folder is no longer what it judged); the first's output stands whole."""
+    first, second = Stage(tmp_path / "s", "demo", {"k": 1}), Stage(tmp_path / "s", "demo", {"k": 2})
+    assert first.reuse() is None and second.reuse() is None
+    with first.writing() as work:
+        (work / "result.txt").write_text("first")
+        with pytest.raises(StageError, match=r"another mtcore run \(pid \d+\) is writing it now"):
+            with second.writing():
+                pass
+        first.finish({"rows": 1})
+    with pytest.raises(StageError, match="another run wrote it while this one was starting"):
+        with second.writing():
+            pass
+    assert (tmp_path / "s" / "result.txt").read_text() == "first"
+    assert json.loads((tmp_path / "s" / MANIFEST).read_text())["settings"] == {"k": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no lock or partial folder left
+    third = Stage(tmp_path / "s", "demo", {"k": 1})
+    assert third.reuse() == {"rows": 1}
+
+
 def test_an_older_mtcore_stage_folder_is_replaced_with_overwrite(tmp_path):
     """`runs/clean` as pipelines/clean.py wrote it before stages had manifests: kept/, rejects/, report.json."""
     old = tmp_path / "clean"
@@ -100,7 +155,11 @@ def test_a_stage_whose_outputs_were_deleted_is_made_again(tmp_path, caplog):
 
 
 def test_a_damaged_manifest_is_still_a_stage_folder(tmp_path):
-    make(Stage(tmp_path / "s", "demo", {"k": 1}))
+    """Its list of outputs is lost with it: a stage's usual files (kept/, rejects/, report.json ...) are taken as its."""
+    stage = Stage(tmp_path / "s", "demo", {"k": 1})
+    with stage.writing() as work:
+        (work / "report.json").write_text("{}")
+        stage.finish({})
     (tmp_path / "s" / "_stage.json").write_text("{not json")
     with pytest.raises(StageError, match="pass --overwrite"):
         Stage(tmp_path / "s", "demo", {"k": 1}).reuse()
@@ -136,6 +195,26 @@ def test_content_hash_sees_edits_not_renames(tmp_path):
     assert content_hash(b) == h
     b.write_text("x\tz\n")
     assert content_hash(b) != h
+
+
+def test_a_folders_hash_leaves_out_what_the_reader_skips(tmp_path):
+    """A file below a `_`- or `.`-prefixed folder (a `_tmp/` of a writer, `.cache/`) is no part of the corpus: adding
+    one refused the stage as made from another input."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mtcore.data.corpus import parquet_parts
+
+    corpus = tmp_path / "corpus"
+    (corpus / "sub").mkdir(parents=True)
+    pq.write_table(pa.table({"src": ["Open"], "tgt": ["Mở"]}), corpus / "sub" / "part-0.parquet")
+    h = content_hash(corpus)
+    for skipped in ("_tmp", ".cache"):
+        (corpus / skipped).mkdir()
+        pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"]}), corpus / skipped / "p.parquet")
+    assert content_hash(corpus) == h and len(parquet_parts(corpus)) == 1
+    pq.write_table(pa.table({"src": ["Save"], "tgt": ["Lưu"]}), corpus / "sub" / "part-1.parquet")
+    assert content_hash(corpus) != h
 
 
 def test_home_follows_the_environment(tmp_path, monkeypatch):

@@ -103,3 +103,27 @@ def test_runs_left_running_by_a_killed_process_are_ended_by_the_next_run(mlflow_
     assert trial[0].info.status == "RUNNING"  # its search (this process) is open: left to it
     alive_parent.end("KILLED")
     assert end_orphaned_runs(client, tune_id) == [trial[0].info.run_id]
+
+
+def test_ctrl_c_says_which_runs_it_ended_and_claims_none_it_did_not(mlflow_uri, capsys, monkeypatch):
+    """"an MLflow run it had open is marked KILLED" was printed after any Ctrl-C, also by a command with no run."""
+    from mtcore import tracking
+    from mtcore.errors import EXIT_INTERRUPTED, entry_point
+
+    monkeypatch.setattr(tracking, "_open_runs", {})  # as in a new process: the runs other tests left open are not these
+
+    @entry_point
+    def no_run(argv=None):
+        raise KeyboardInterrupt
+
+    assert no_run([]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+
+    @entry_point
+    def with_run(argv=None):
+        with_run.run = open_run("stage", "interrupted-stage")
+        raise KeyboardInterrupt
+
+    assert with_run([]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.splitlines()[-1] == "interrupted (Ctrl-C); the MLflow run it had open is marked KILLED"
+    assert mlflow.MlflowClient(mlflow_uri).get_run(with_run.run.run_id).info.status == "KILLED"

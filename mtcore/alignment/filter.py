@@ -713,6 +713,11 @@ def filter_corpus(
     inputs = {"corpus": Path(input_path).absolute()}
     if Path(encoder).is_dir():
         inputs["encoder"] = Path(encoder).absolute()
+        from mtcore.data.paths import same_file
+        from mtcore.embedding.encoder import REFERENCE_FILE
+
+        if cfg.reference and same_file(resolve_data(cfg.reference)[0], Path(encoder) / REFERENCE_FILE):
+            cfg = replace(cfg, reference="")  # the encoder's own reference, named: the default, and the same stage
     if cfg.reference:  # other known-good pairs are another threshold; a stage folder counts by its kept/ pairs
         inputs["reference"] = Path(resolve_data(cfg.reference)[0]).absolute()
     elif Path(encoder).is_dir():
@@ -727,7 +732,7 @@ def filter_corpus(
                 and not (k == "langs" and tuple(v) == ("en", "vi"))}  # an en-vi stage made before --langs is the same
     stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
                   code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()),
-                  languages=cfg.langs)
+                  languages=cfg.langs, extras=("kept.*",))  # --format tsv|txt exports
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
     table = read_corpus(input_path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])

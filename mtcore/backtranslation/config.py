@@ -97,7 +97,7 @@ class BTConfig:
         d = dataclasses.asdict(self)
         # Inputs count by their contents, not their paths: a file cut in place is another input, and the
         # same file at another path (a moved or second checkout's embedded data) is the same one.
-        for key in ("corpus", "mono", "clean_config", "reverse_model"):
+        for key in ("corpus", "mono", "reverse_model"):
             if d.get(key) and "://" not in str(d[key]) and not str(d[key]).startswith(("runs:/", "models:/")) \
                     and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"content": content_hash(d[key])}
@@ -121,7 +121,10 @@ class BTConfig:
         from mtcore.cleaning import load_config
         from mtcore.cleaning.pipeline import stage_settings as cleaning_settings
 
-        _, heldout = cleaning_settings(load_config(self.clean_config))
+        rules, heldout = cleaning_settings(load_config(self.clean_config))
+        # The rules as read, not the file's bytes: a copy of the default rules, or the same rules respelled,
+        # is the same stage (pipelines/clean.py reuses them; this job refused them and redid all 7 stages).
+        d["clean_config"] = None if rules == cleaning_settings(load_config(None))[0] else {"rules": rules}
         d["heldout"] = {name: content_hash(path) if path.exists() else "missing" for name, path in heldout.items()}
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.

@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 from mtcore.backtranslation.config import BTError, settings_hash
+from mtcore.checks import some_names
+from mtcore.runs import folder_names
 
 MARKER = "_stage.json"
 
@@ -152,7 +154,18 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
+JOB_FILES = {"report.json", "_data.json", "_mlflow_run.json", Donor.RECORD}  # and the exports augmented.*
+
+
 def check_output(stages: list[StageDir], overwrite: bool) -> None:
+    root = stages[0].path.parent
+    own = {s.path.name for s in stages}
+    names = folder_names(root)
+    foreign = {n for n in names if n not in own | JOB_FILES and not n.startswith("augmented.")}
+    if foreign or (names and not names & (own | {"_mlflow_run.json"})):  # a report.json alone is not this job's
+        raise BTError(f"{root}: holds files the back-translation job did not make ({some_names(foreign or names)}); "
+                      f"it writes its stages, report.json and augmented.* there and replaces them when it runs "
+                      f"again, even with --overwrite: choose another --output, or move them out first")
     conflicting = [s for s in stages if s.conflicting()]
     conflicts = [s.name for s in conflicting]
     if conflicts and not overwrite:

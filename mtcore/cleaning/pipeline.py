@@ -294,7 +294,8 @@ def clean_dataset(
         rule.ready()
     settings, heldout = stage_settings(cfg)
     stage = Stage(output.absolute(), "clean", settings=settings, inputs={"corpus": input_path.absolute(), **heldout},
-                  code=("mtcore.cleaning", "mtcore.data"), languages=cfg.languages)
+                  code=("mtcore.cleaning", "mtcore.data"), languages=cfg.languages,
+                  extras=("kept.*", "rejects_by_reason.png", "score_histograms.png"))  # --format exports; MLflow's plots
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)
 

@@ -156,21 +156,25 @@ def closed(run_id: str) -> None:
 
 
 @on_failure
-def _end_runs_failed() -> None:
-    """FAILED, or KILLED when the user pressed Ctrl-C."""
+def _end_runs_failed() -> str | None:
+    """FAILED, or KILLED when the user pressed Ctrl-C; says so if it ended any."""
     from mtcore.errors import interrupted
 
     mlflow = sys.modules.get("mlflow")
     if mlflow is None:
-        return
+        return None
     status = "KILLED" if interrupted() else "FAILED"
+    ended = 0
     if mlflow.active_run() is not None:
         mlflow.end_run(status=status)
+        ended += 1
     for run_id, uri in list(_open_runs.items()):
         client = mlflow.MlflowClient(tracking_uri=uri)
         if client.get_run(run_id).info.status == "RUNNING":
             client.set_terminated(run_id, status=status)
+            ended += 1
         closed(run_id)
+    return f"the MLflow run{'s' if ended > 1 else ''} it had open {'are' if ended > 1 else 'is'} marked {status}" if ended else None
 
 
 _warned = False
