@@ -460,3 +460,26 @@ def test_a_struct_column_of_the_two_languages_is_the_pair(tmp_path):
         pq.write_table(pa.table({n: [f"{n} text"] for n in names}), tmp_path / "tiers.parquet")
         t = read_corpus(tmp_path / "tiers.parquet", src_lang=langs[0], tgt_lang=langs[1])
         assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == tuple(f"{n} text" for n in expected), names
+
+
+def test_a_tsv_whose_columns_stand_the_other_way_round_is_refused(tmp_path):
+    """A vi<TAB>en file read as en<TAB>vi: a vi→en model was evaluated on its English column against the Vietnamese
+    one (and would have trained backwards), without a word. A header naming the columns reads it; a few swapped rows
+    are the cleaning's to reject; declared as vi-en, it is right."""
+    from mtcore.data.paths import TEST
+
+    t = pq.read_table(TEST)
+    pairs = [(e, v) for e, v in zip(t["src"].to_pylist(), t["tgt"].to_pylist()) if not {"\n", "\t"} & set(e + v)][:60]
+    backwards = tmp_path / "vi_en.tsv"
+    backwards.write_text("".join(f"{v}\t{e}\n" for e, v in pairs), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"vi_en.tsv: its columns, read in the order src<TAB>tgt as en and vi, read "
+                                          r"as vi and en: a vi-en file\? name its columns in a first line \(vi<TAB>en"):
+        read_corpus(backwards)
+    assert read_corpus(backwards, src_lang="vi", tgt_lang="en")["src"].to_pylist() == [v for _, v in pairs]
+    named = tmp_path / "named.tsv"
+    named.write_text("vi\ten\n" + backwards.read_text(encoding="utf-8"), encoding="utf-8")
+    assert read_corpus(named)["src"].to_pylist() == [e for e, _ in pairs]
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_text("".join(f"{v}\t{e}\n" if i % 10 == 0 else f"{e}\t{v}\n" for i, (e, v) in enumerate(pairs)),
+                     encoding="utf-8")
+    assert len(read_corpus(mixed)) == 60

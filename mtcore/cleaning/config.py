@@ -65,7 +65,7 @@ class CleaningConfig:
         """The same rules for another language pair: the language-ID rule expects `src` and `tgt`
         (the other rules do not depend on the languages)."""
         from mtcore import checks
-        from mtcore.cleaning.rules import known_languages
+        from mtcore.data.langid import known_languages
 
         try:
             src, tgt = checks.language_pair(f"{src.strip()}-{tgt.strip()}")  # EN-VI is en-vi; en-pt_BR keeps its region

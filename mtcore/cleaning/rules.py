@@ -19,7 +19,6 @@ rules, whatever its position in the list.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections import Counter
@@ -33,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mtcore.data import placeholders
+from mtcore.data.langid import known_languages, language_identifier
 
 REGISTRY: dict[str, type["Rule"]] = {}
 
@@ -440,17 +440,6 @@ def _in_order(copied: list[str], words: list[str]) -> bool:
     return True
 
 
-_IDENTIFIERS: dict[tuple, object] = {}
-
-
-@functools.lru_cache(maxsize=1)
-def known_languages() -> tuple[str, ...]:
-    """The 97 language codes py3langid's model knows."""
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return tuple(LanguageIdentifier.from_model_file(MODEL_FILE).nb_classes)
-
-
 # Languages py3langid confuses with a pair's own, which a third-language verdict must not name: English lists of
 # words ("January February March …") came out as Nigerian Pidgin with P 0.99; Bosnian/Croatian/Serbian, Malay/
 # Indonesian and the Scandinavian languages are the classic pairs of close relatives.
@@ -458,17 +447,6 @@ LANGID_CONFUSABLE = {
     "en": ("pcm", "sco", "jam"), "ms": ("id",), "id": ("ms",), "bs": ("hr", "sr"), "hr": ("bs", "sr"), "sr": ("bs", "hr"),
     "no": ("nb", "nn", "da"), "nb": ("no", "nn", "da"), "nn": ("no", "nb"), "da": ("no", "nb"),
 }
-
-
-def language_identifier(languages: tuple[str, ...]):
-    """py3langid restricted to `languages`, loaded once per process (its model ships in the package)."""
-    if languages not in _IDENTIFIERS:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        ident.set_languages(list(languages))
-        _IDENTIFIERS[languages] = ident
-    return _IDENTIFIERS[languages]
 
 
 @register

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from mtcore.data import paths
 from mtcore.data.files import read_bytes
+from mtcore.data.langid import columns_swapped
 from mtcore.errors import MtcoreError, name_path
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     path = Path(path)
     src, tgt, ids, bad, quoted = [], [], [], [], []
     picked: tuple[int, int] | None = None  # (src, tgt) columns that a header of more than two names
+    header = False
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
         if line_no == 1:
@@ -182,6 +184,7 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
                 continue
             if roles == ("src", "tgt"):
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
+                header = True
                 continue
             if roles == ("tgt", "src"):  # columns read by their names, as a Parquet file's are
                 picked, width = (1, 0), len(cols)
@@ -213,6 +216,11 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
         src.append(cols[0])
         tgt.append(cols[1])
         ids.append(f"{path.name}:{line_no}")
+    if columns_swapped(src, tgt, src_lang, tgt_lang):  # a TSV's column order is a convention nothing in it states
+        how = "read by its header" if picked is not None or header else "read in the order src<TAB>tgt"
+        raise CorpusError(f"{path}: its columns, {how} as {src_lang} and {tgt_lang}, read as {tgt_lang} and "
+                          f"{src_lang}: a {tgt_lang}-{src_lang} file? name its columns in a first line "
+                          f"({tgt_lang}<TAB>{src_lang}: they are then read by name), or swap them")
     if quoted:  # kept as they are (a catalog string may be quoted), but a CSV writer's quoting is not text
         log.warning("%s: %d line(s) look CSV-quoted (a field in \"...\" with doubled \"\" inside; first at line %d): their "
                     "quotes are read as text; write TSV without quoting (pandas: quoting=csv.QUOTE_NONE)",
