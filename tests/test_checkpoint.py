@@ -204,3 +204,21 @@ def test_a_config_from_a_newer_version_names_the_file_and_the_version(tokenizer,
     path.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match=r"ckpt/config.json: unknown `model` key\(s\) \['rope_theta'\].*written by mtcore 9.9.9"):
         load_checkpoint(tmp_path / "ckpt")
+
+
+def test_evaluate_gives_a_blank_source_a_blank_hypothesis(tokenizer, tmp_path, caplog, capsys):
+    """As translate does: asked for a blank line, a model invents text ("rrrrrrrrrr"), which was scored."""
+    from mtcore.nmt import evaluate as evaluate_module
+    from mtcore.nmt.decoding import translate
+
+    ckpt = save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
+    assert translate(tiny_model(tokenizer), tokenizer, [" "])[0].strip()  # what it would have scored
+    src = [s for s, _ in PAIRS[:4]]
+    src[1] = "  "
+    test = write_parquet(pa.table({"src": src, "tgt": [t for _, t in PAIRS[:4]]}), tmp_path / "t.parquet")
+    argv = ["--model", str(ckpt), "--test", str(test), "--samples", "4", "--device", "cpu"]
+    with caplog.at_level("WARNING"):
+        assert evaluate_module.main(argv) == 0
+    assert "1 of 4 sources are blank (first: pair 2); their hypotheses are blank" in caplog.text
+    out = capsys.readouterr().out
+    assert "\nSRC    \nHYP  \n" in out  # the blank source's hypothesis is empty

@@ -170,12 +170,21 @@ def test_exported_directories(ckpt, ct2_dir, hf_dir, tokenizer):
 
 
 def test_existing_output_is_refused_unless_forced(ckpt, tmp_path):
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "keep.txt").write_text("x")
+    """--force replaces an earlier export; a folder of other files never (the workspace, with its MLflow store, given
+    as OUT with a runs:/ source, went whole)."""
+    from mtcore.checks import UsageError
+
+    to_ctranslate2(ckpt.path, tmp_path / "out")
     with pytest.raises(ExportError, match="exists and is not empty"):
         to_ctranslate2(ckpt.path, tmp_path / "out")
+    (tmp_path / "out" / "stale.txt").write_text("x")  # inside an earlier export: it goes with it
     to_ctranslate2(ckpt.path, tmp_path / "out", force=True)
-    assert not (tmp_path / "out" / "keep.txt").exists()
+    assert not (tmp_path / "out" / "stale.txt").exists()
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "mlflow.db").write_text("x")
+    with pytest.raises(UsageError, match=r"OUT: .*workspace holds files that are not an mtcore export \(mlflow.db\)"):
+        to_ctranslate2(ckpt.path, tmp_path / "workspace", force=True)
+    assert (tmp_path / "workspace" / "mlflow.db").read_text() == "x"
 
 
 def test_force_never_removes_the_checkpoint_it_exports(ckpt, tmp_path, capsys):
@@ -288,9 +297,10 @@ def test_every_model_command_takes_a_run_reference_and_leaves_no_download(ckpt, 
     assert (tmp_path / "b.vi").read_text() == (tmp_path / "a.vi").read_text()
     import gzip
 
-    assert translate_entry.main(["--model", str(run_dir), "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / "c.vi.gz")]) == 0
-    with gzip.open(tmp_path / "c.vi.gz", "rt", encoding="utf-8") as fh:  # -o OUT.gz is gzipped, as -i IN.gz is read
-        assert fh.read() == (tmp_path / "a.vi").read_text()
+    for name in ("c.vi.gz", "C.VI.GZ"):  # -o OUT.gz is gzipped, as -i IN.gz is read (either case)
+        assert translate_entry.main(["--model", str(run_dir), "-i", str(tmp_path / "in.en"), "-o", str(tmp_path / name)]) == 0
+        with gzip.open(tmp_path / name, "rt", encoding="utf-8") as fh:
+            assert fh.read() == (tmp_path / "a.vi").read_text()
 
 
 def test_decode_speed_benchmark_runs(ckpt, capsys):
@@ -342,3 +352,16 @@ def test_ctranslate2_reads_the_exports_position_table(tokenizer, tmp_path):
     (out / "mtcore_export.json").unlink()
     with pytest.raises(ValueError, match="max_positions"):
         translate_ctranslate2(ct2(out), Tokenizer(out / "spm.model"), texts, beam=1)
+
+
+def test_a_run_reference_without_a_store_names_where_it_looked_and_makes_none(tmp_path, monkeypatch):
+    """`translate --model runs:/ID` from a folder that is not the workspace: it made an empty 1 MB mlflow.db there and
+    said only "Run not found"."""
+    from mtcore.tracking.fetch import FetchError, download_checkpoint
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(FetchError, match=r"runs:/0123abcd/best_checkpoint: no MLflow store at .*elsewhere/mlflow.db; "
+                                         r"run where you trained, or pass --home DIR"):
+        download_checkpoint("runs:/0123abcd")
+    assert not (tmp_path / "elsewhere" / "mlflow.db").exists()

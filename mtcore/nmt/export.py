@@ -4,7 +4,8 @@
     python -m mtcore.export --to hf CHECKPOINT_DIR OUT
 
 Both exports translate what mtcore translates: greedy output is identical token for token
-(tests/test_export.py). Where mtcore's Transformer (`mtcore.nmt.model`) deviates from what
+when they are fed normalised text and stopped at mtcore's per-sentence length limit, as
+`mtcore.nmt.exported` does (tests/test_export.py); their own default limits are longer. Where mtcore's Transformer (`mtcore.nmt.model`) deviates from what
 the target formats assume, and how each deviation is mapped:
 
 - positions: mtcore interleaves sin and cos (pe[:, 0::2] = sin, pe[:, 1::2] = cos, §3.5 as
@@ -33,8 +34,9 @@ the target formats assume, and how each deviation is mapped:
 - beam search: mtcore's length penalty is GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2's and
   HF's is |Y|^alpha, so with a length penalty beam output may differ slightly (greedy does
   not). Without one, HF (`early_stopping=True`: stop once `beam` hypotheses have finished,
-  as mtcore) gives mtcore's beam output; CTranslate2 searches on a little longer and may
-  return a hypothesis the model scores higher.
+  as mtcore) gives mtcore's beam output, except for hypotheses cut at the length limit
+  (mtcore ends them with a forced, scored EOS; HF stops without one); CTranslate2 searches on
+  a little longer and may return a hypothesis the model scores higher.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtcore import checks
 from mtcore.console import add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import SPM, Checkpoint, checkpoint_dir, load_checkpoint
@@ -85,6 +88,10 @@ def _prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
     if out.exists() and any(out.iterdir()):
         if not force:
             raise ExportError(f"{out}: exists and is not empty (--force replaces it)")
+        # --force replaces an earlier export, never a folder of other files (the workspace with its MLflow store,
+        # given as OUT with a runs:/ source, went whole)
+        checks.replaceable_dir(out, "an mtcore export", lambda p: (p / INFO).is_file(), name="OUT")
+        checks.output_apart(out, {}, name="OUT")
         shutil.rmtree(out)
 
 

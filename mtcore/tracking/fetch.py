@@ -31,13 +31,19 @@ def download_checkpoint(uri: str, dest: str | Path | None = None) -> Path:
 
     if re.fullmatch(r"runs:/[^/]+/?", uri):
         uri = f"{uri.rstrip('/')}/{BEST}"
-    mlflow.set_tracking_uri(tracking.tracking_uri())
+    store = tracking.tracking_uri()
+    db = Path(store.removeprefix("sqlite:///")) if store.startswith("sqlite:///") else None
+    if db is not None and not db.is_file():  # opening it would leave an empty store behind a read-only command
+        raise FetchError(f"{uri}: no MLflow store at {db}; run where you trained, or pass --home DIR (or set "
+                         f"MTCORE_HOME / MLFLOW_TRACKING_URI) to the workspace that holds the run")
+    mlflow.set_tracking_uri(store)
     try:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(dest) if dest else None))
     except Exception as err:  # MlflowException, OSError: the message names the run or path
         run = re.fullmatch(r"(runs:/[^/]+)/translator/?", uri)
         if run is None:
-            raise FetchError(f"{uri}: cannot download ({err})") from None
+            raise FetchError(f"{uri}: cannot download from {db or store} ({' '.join(str(err).split())[:200]}); is "
+                             f"this the workspace that holds the run? (--home DIR, MTCORE_HOME, MLFLOW_TRACKING_URI)") from None
         # a run logged without its pyfunc model (job.log_model: false, the back-translation job's reverse
         # models) still has its checkpoint, which is what the translator model wraps
         return download_checkpoint(run.group(1), dest)
