@@ -42,7 +42,7 @@ def config(root, out, **kw):
                        "ratio": 1.0, **kw})
 
 
-def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs, caplog):
+def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch, bt_inputs, caplog, capsys):
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
     out = tmp_path / "bt"
     result = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
@@ -72,6 +72,18 @@ def test_tiny_end_to_end_then_reuse(ray_local, mlflow_uri, tmp_path, monkeypatch
 
     again = run_backtranslation(config(bt_inputs, out, mode="noised", tag=True))
     assert again.reused == list(STAGES)  # idempotent: nothing is redone
+    # The command as a user types it, every option mapped to the same settings: all reused, summary printed, text export
+    from mtcore.cli.backtranslate import main as bt_main
+
+    capsys.readouterr()
+    argv = ["--corpus", str(bt_inputs / "corpus.parquet"), "--mono", str(bt_inputs / "mono.vi"), "--output", str(out),
+            "--encoder", str(bt_inputs / "encoder"), "--reverse-preset", "tiny", "--reverse-steps", "40",
+            "--reverse-vocab", "400", "--max-mono", "60", "--ratio", "1.0", "--mode", "noised", "--tag", "--format", "tsv"]
+    assert bt_main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "augmented training set → " in printed and f"augmented set as text → {out / 'augmented.tsv'}" in printed
+    assert all(f"{stage} (reused)" in printed for stage in STAGES) and "next: python experiments/train_transformer.py --data" in printed
+    assert len((out / "augmented.tsv").read_text(encoding="utf-8").splitlines()) == len(table)
     data, lineage = resolve_data(out)  # `--data OUT` trains on the assembled set, with its lineage
     assert data == result.augmented and lineage["mlflow_run_id"] == result.mlflow_run_id and lineage["fingerprint"]
 

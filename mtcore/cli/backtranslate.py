@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the reverse model's training budget in minutes, with --reverse-steps 0 (default: %(default)s)")
     ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
     ap.add_argument("--reverse-train-limit", type=int, default=0, help="first N aligned pairs for the reverse model (0 = all)")
+    ap.add_argument("--reverse-vocab", type=int, default=DEFAULTS.reverse_vocab,
+                    help="SentencePiece vocabulary of the reverse model (default: %(default)s)")
     ap.add_argument("--encoder", default=DEFAULTS.encoder, help="sentence encoder for alignment scores (default: builtin)")
     ap.add_argument("--align-score", choices=ALIGN_SCORES, default=DEFAULTS.align_score,
                     help="the align-filter stage's score: margin, cosine, or the pair classifier beside the encoder "
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
         align_score=args.align_score,
         reverse_minutes=args.reverse_minutes, reverse_steps=args.reverse_steps, reverse_preset=args.reverse_preset,
-        reverse_train_limit=args.reverse_train_limit, seed=args.seed, overwrite=args.overwrite,
+        reverse_train_limit=args.reverse_train_limit, reverse_vocab=args.reverse_vocab, seed=args.seed, overwrite=args.overwrite,
         reuse_from=args.reuse_from, clean_config=args.clean_config,
     )
     result = run_backtranslation(cfg)
