@@ -72,9 +72,9 @@ def test_busy_port_is_refused_before_launching(listener, tmp_path):
 
 
 def test_cli_busy_port_message(listener, tmp_path):
-    """The real command, as a user runs it."""
+    """The real command, as a user runs it (`python -m mtcore.ui`, as the README writes it)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "mtcore.tracking.ui", "--port", str(listener), "--store", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        [sys.executable, "-m", "mtcore.ui", "--port", str(listener), "--store", f"sqlite:///{tmp_path / 'mlflow.db'}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
     )
     assert proc.returncode == 2, proc.stderr
