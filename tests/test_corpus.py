@@ -483,3 +483,17 @@ def test_a_tsv_whose_columns_stand_the_other_way_round_is_refused(tmp_path):
     mixed.write_text("".join(f"{v}\t{e}\n" if i % 10 == 0 else f"{e}\t{v}\n" for i, (e, v) in enumerate(pairs)),
                      encoding="utf-8")
     assert len(read_corpus(mixed)) == 60
+
+
+def test_a_parquet_whose_src_and_tgt_columns_hold_the_other_languages_is_refused(tmp_path):
+    """`src` = Vietnamese, `tgt` = English: an en→vi model was tested on it (Vietnamese sources, English references)
+    and a BLEU printed. Columns named by language are read by name."""
+    from mtcore.data.paths import TEST
+
+    t = pq.read_table(TEST).slice(0, 60)
+    pq.write_table(pa.table({"src": t["tgt"], "tgt": t["src"]}), tmp_path / "swapped.parquet")
+    with pytest.raises(CorpusError, match=r"swapped.parquet: the columns read as src and tgt \('src' and 'tgt'\) hold vi "
+                                          r"and en text; name them by language \('en' and 'vi'"):
+        read_corpus(tmp_path / "swapped.parquet")
+    pq.write_table(pa.table({"vi": t["tgt"], "en": t["src"]}), tmp_path / "named.parquet")
+    assert read_corpus(tmp_path / "named.parquet")["src"].to_pylist() == t["src"].to_pylist()

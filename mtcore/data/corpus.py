@@ -483,6 +483,11 @@ def read_parquet(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
             log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
             table = table.set_column(table.schema.get_field_index(name), name, pc.fill_null(table[name], ""))
+    sample = table.select(["src", "tgt"]).take(list(range(0, len(table), max(1, len(table) // 2000))))
+    if columns_swapped(sample["src"].to_pylist(), sample["tgt"].to_pylist(), src_lang, tgt_lang):
+        named = " and ".join(f"'{c}'" for c in (columns or fields))
+        raise CorpusError(f"{path}: the columns read as src and tgt ({named}) hold {tgt_lang} and {src_lang} text; "
+                          f"name them by language ('{src_lang}' and '{tgt_lang}': they are then read by name)")
     return origin_and_id(table, path)
 
 
