@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -117,6 +118,11 @@ def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch
     assert "test BLEU" in out and "nrefs:1" in out and "2 × CPU, 10 steps" in out
     assert "workers      2 × CPU" in out.splitlines()[0]  # the plan comes first
     assert any(line.startswith("step     10  dev BLEU") and "(best" in line for line in out.splitlines())  # progress
+    assert "best ckpt    dev BLEU " in out
+    # chosen by dev loss: the summary says its loss (it printed a dev BLEU of 0.00 that chose nothing)
+    assert script("experiments/train_transformer.py")([*args[:5], "by-loss", *args[6:-1], "train.max_steps=4",
+                                                        "train.best_metric=loss"]) == 0
+    assert re.search(r"best ckpt    dev loss \d+\.\d{3}  \(", capsys.readouterr().out)
 
 
 def test_a_dry_run_reads_the_dev_and_test_sets(ray_local, tmp_path, capsys):
@@ -152,3 +158,21 @@ def test_backtranslate_cli_bad_mono_fails_before_work(tmp_path, capsys):
     rc = script("pipelines/backtranslate.py")(["--mono", str(tmp_path / "none.vi"), "--output", str(tmp_path / "o")])
     assert rc == 2 and "--mono" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_print_config_writes_yaml_alone_to_stdout(tmp_path):
+    """`--print-config > job.yaml` then `--config job.yaml`: the local Ray's start line went to stdout too, and the
+    file was not YAML."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_"))} | {"MTCORE_HOME": str(tmp_path)}
+    printed = subprocess.run([sys.executable, str(ROOT / "experiments/train_transformer.py"), "--print-config",
+                              "model.preset=tiny"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert printed.returncode == 0, printed.stderr
+    import yaml
+
+    config = yaml.safe_load(printed.stdout)
+    assert config["model"]["d_model"] == 64 and config["job"]["experiment"] == "train_transformer" and "train" in config
+    assert "started a local Ray instance" in printed.stderr  # said, on stderr

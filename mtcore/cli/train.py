@@ -14,6 +14,7 @@ A rerun with the same settings (or the same job.run_name) resumes from its lates
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 import yaml
@@ -60,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
     try:
-        job, plan = load_and_plan(args.config, overrides)
+        # --print-config > job.yaml: stdout is the YAML alone (the local Ray's start line went there too)
+        with contextlib.redirect_stdout(sys.stderr) if args.print_config else contextlib.nullcontext():
+            job, plan = load_and_plan(args.config, overrides)
         if args.print_config:
             print(yaml.safe_dump(job.to_dict(), sort_keys=False, allow_unicode=True), end="")
             return 0
@@ -78,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     t = outcome.test
     print(f"run          {outcome.run_name}  (MLflow run {outcome.mlflow_run_id})")
     print(f"workers      {outcome.workers} × {'GPU' if outcome.use_gpu else 'CPU'}, {outcome.steps} steps, {outcome.elapsed_s / 60:.1f} min")
-    print(f"best ckpt    dev BLEU {outcome.best_dev_bleu:.2f}  ({outcome.best_checkpoint})")
+    chosen = (f"dev loss {outcome.best_dev_loss:.3f}" if job.run.train.best_metric == "loss"  # what chose it
+              else f"dev BLEU {outcome.best_dev_bleu:.2f}")
+    print(f"best ckpt    {chosen}  ({outcome.best_checkpoint})")
     print(f"test BLEU    {t['test/bleu']:.2f}  {t['test/bleu_signature']}")
     print(f"test chrF    {t['test/chrf']:.2f}  {t['test/chrf_signature']}")
     print(f"browse       {tracking.browse_hint()}")

@@ -608,6 +608,7 @@ class TrainingOutcome:
     workers: int
     use_gpu: bool
     elapsed_s: float
+    best_dev_loss: float = float("nan")  # the best checkpoint's (a record written before it had one: nan)
 
 
 def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callbacks: list | None = None,
@@ -671,6 +672,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     outcome = TrainingOutcome(
         inputs.run_name, inputs.mlflow_run_id, best_dir, float(best_metrics.get("dev/bleu", float("nan"))),
         test, int(result.metrics.get("step", 0)), workers, use_gpu, time.perf_counter() - t0,
+        float(best_metrics.get("dev/loss", float("nan"))),
     )
     _record_finished(run_dir, outcome, job)
     return outcome
