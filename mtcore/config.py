@@ -181,6 +181,7 @@ AUTO = "auto"  # a preset chosen from the time budget and the hardware: `auto_se
 # keep the winner of the longest one. GPUs train the paper's base model.
 # Rows: (minutes of training at most, preset); the last also covers "no budget".
 AUTO_CPU_RULE: tuple[tuple[float, str], ...] = ((10.0, "tiny"), (float("inf"), "mini"))
+AUTO_MEASURED_MIN = 40.0  # the longest budget measured
 # What the measured CPU runs used with every preset: small per-worker batches, a short warm-up and
 # pre-norm (steady at the higher learning rate a run of a few hundred steps needs).
 # Checkpoint averaging: 8 snapshots 25 steps apart won on dev in benchmarks/checkpoint_average.py (11 minutes, mini);
@@ -200,8 +201,10 @@ def auto_settings(budget_min: float, gpus: int) -> tuple[dict[str, Any], dict[st
     limit = budget_min if budget_min > 0 else float("inf")
     preset = next(name for bound, name in AUTO_CPU_RULE if limit <= bound)
     budget = f"a budget of {budget_min:g} min" if budget_min > 0 else "no time budget"
+    measured = ("the best test BLEU for such a budget in benchmarks/budget_curve.py" if limit <= AUTO_MEASURED_MIN else
+                f"the best at {AUTO_MEASURED_MIN:g} min in benchmarks/budget_curve.py (longer budgets are not measured)")
     why = (f"auto: CPU workers and {budget} -> {preset} ({PRESETS[preset]['d_model']}d, {PRESETS[preset]['layers']} "
-           f"layers), the best test BLEU for such a budget in benchmarks/budget_curve.py")
+           f"layers), {measured}")
     return {**PRESETS[preset], "pre_norm": True}, dict(AUTO_CPU_TRAIN), why
 
 

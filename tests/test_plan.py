@@ -310,3 +310,13 @@ def test_the_auto_note_says_which_of_its_choices_the_job_overrides():
     note = TrainingJob.load(DEFAULT_JOB, ["model.d_model=256", "model.layers=6", "train.max_tokens=4000"]).preset_note
     assert note.endswith("the job overrides model.d_model, model.layers, train.max_tokens, so what trains is not "
                          "that measured choice")
+
+
+def test_the_auto_note_claims_a_measurement_only_for_measured_budgets():
+    """Budgets of 45 min, 100 min or none were said to be "the best test BLEU for such a budget": only 5–40 min are."""
+    from mtcore.config import auto_settings
+
+    assert auto_settings(11, 0)[2].endswith("the best test BLEU for such a budget in benchmarks/budget_curve.py")
+    for budget in (45, 100, 0):
+        assert auto_settings(budget, 0)[2].endswith("the best at 40 min in benchmarks/budget_curve.py (longer budgets "
+                                                    "are not measured)")

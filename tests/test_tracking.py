@@ -224,3 +224,16 @@ def test_the_browse_hint_names_the_store_that_was_used(tmp_path, monkeypatch):
     assert tracking.browse_hint() == "python -m mtcore.ui  (then http://127.0.0.1:5000)"
     monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "ws"))
     assert tracking.browse_hint() == f"python -m mtcore.ui --home {tmp_path / 'ws'}  (then http://127.0.0.1:5000)"
+
+
+def test_the_run_description_names_every_limit_of_the_run():
+    """A run stopped at max_steps=120 after a minute was described as trained "with a 11-minute budget"."""
+    from mtcore.tracking.artifacts import run_description
+
+    config = {"model": {"arch": "transformer", "d_model": 128, "layers": 2, "heads": 4, "src_lang": "en", "tgt_lang": "vi"},
+              "train": {"time_budget_min": 11.0, "max_steps": 120, "max_epochs": 50}, "job": {"test_beam": 5}}
+    result = {"test/bleu": 20.0, "test/bleu_signature": "sig", "test/chrf": 40.0, "test/chrf_signature": "sig"}
+    text = run_description(config, result, "train.tsv", "test.tsv", 100)
+    assert "trained on train.tsv with at most 11 minutes, 120 steps, 50 epochs." in text
+    config["train"] |= {"time_budget_min": 0, "max_steps": 0}
+    assert "with at most 50 epochs." in run_description(config, result, "train.tsv", "test.tsv", 100)

@@ -92,8 +92,9 @@ def run_description(config: dict[str, Any], result: dict[str, Any], train_data: 
     """One paragraph for the run's Description: model, data, budget, test scores with their signatures."""
     m, t = config["model"], config["train"]
     size = f", {params / 1e6:.1f}M parameters" if params else ""
-    budget = (f"a {t['time_budget_min']:g}-minute budget" if t.get("time_budget_min") else
-              f"at most {t['max_steps']} steps" if t.get("max_steps") else f"at most {t['max_epochs']} epochs")
+    limits = [f"{t['time_budget_min']:g} minutes" if t.get("time_budget_min") else "",
+              f"{t['max_steps']} steps" if t.get("max_steps") else "", f"{t['max_epochs']} epochs"]
+    budget = "at most " + ", ".join(limit for limit in limits if limit)  # whichever ends it first: all of them
     return (f"{m['arch']} {m['d_model']}d × {m['layers']} layers, {m['heads']} heads{size}, {m['src_lang']}→{m['tgt_lang']}, "
             f"trained on {train_data} with {budget}. Test ({test_data}, {n_test:,} pairs, beam "
             f"{config['job']['test_beam']}): BLEU {result['test/bleu']:.2f} ({result['test/bleu_signature']}), "
