@@ -1,8 +1,8 @@
 """Which language a text is in: py3langid (its model ships in the package), loaded once per process.
 
-The cleaning's LanguageID rule judges each pair with it; the corpus readers ask it once per file whether a
-headerless TSV's columns stand the other way round (a vi<TAB>en file read as en<TAB>vi trained and scored
-a model backwards without a word)."""
+The cleaning's LanguageID rule judges each pair with it; the corpus readers ask it once per TSV or Parquet
+file whether its src and tgt columns stand the other way round (a vi<TAB>en file read as en<TAB>vi trained
+and scored a model backwards without a word)."""
 
 from __future__ import annotations
 

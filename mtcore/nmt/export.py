@@ -5,8 +5,9 @@
 
 Both exports translate what mtcore translates: greedy output is identical token for token
 when they are fed normalised text and stopped at mtcore's per-sentence length limit, as
-`mtcore.nmt.exported` does (tests/test_export.py); their own default limits are longer. Where mtcore's Transformer (`mtcore.nmt.model`) deviates from what
-the target formats assume, and how each deviation is mapped:
+`mtcore.nmt.exported` does (tests/test_export.py); their own default limits are longer.
+Where mtcore's Transformer (`mtcore.nmt.model`) deviates from what the target formats
+assume, and how each deviation is mapped:
 
 - positions: mtcore interleaves sin and cos (pe[:, 0::2] = sin, pe[:, 1::2] = cos, §3.5 as
   the Annotated Transformer writes it); CTranslate2 and Marian concatenate [sin | cos].
