@@ -96,7 +96,10 @@ def test_stage_outputs_reconcile_and_skip(encoder_dir, tmp_path, mlflow_uri):
 
     assert recorded_languages(out) == ("en", "vi")
     vi_en = FilterConfig(encoder=encoder_dir, threshold=-1.0, langs=("vi", "en"))  # recorded as a pair, not "('vi', 'en')"
-    filter_corpus(src, tmp_path / "vi-en", vi_en, use_ray=False, overwrite=True, track=False)
+    from mtcore.data.corpus import swap_sides
+
+    vi_en_corpus = write_parquet(swap_sides(table), tmp_path / "vi-en-in.parquet")  # Vietnamese in src: read as vi-en
+    filter_corpus(vi_en_corpus, tmp_path / "vi-en", vi_en, use_ray=False, overwrite=True, track=False)
     assert recorded_languages(tmp_path / "vi-en") == recorded_languages(tmp_path / "vi-en" / "kept") == ("vi", "en")
     # A stage folder as input counts by its kept/: files added beside it (clean --format tsv, plots) change nothing
     (tmp_path / "in" / "_stage.json").write_text("{}")

@@ -483,7 +483,7 @@ def read_parquet(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -
             first = table[name].is_null().to_numpy(zero_copy_only=False).argmax() + 1
             log.warning("%s: %d null %s value(s) (first at row %d) read as empty text", path, nulls, name, first)
             table = table.set_column(table.schema.get_field_index(name), name, pc.fill_null(table[name], ""))
-    sample = table.select(["src", "tgt"]).take(list(range(0, len(table), max(1, len(table) // 2000))))
+    sample = table.select(["src", "tgt"]).take(pa.array(range(0, len(table), max(1, len(table) // 2000)), pa.int64()))
     if columns_swapped(sample["src"].to_pylist(), sample["tgt"].to_pylist(), src_lang, tgt_lang):
         named = " and ".join(f"'{c}'" for c in (columns or fields))
         raise CorpusError(f"{path}: the columns read as src and tgt ({named}) hold {tgt_lang} and {src_lang} text; "
