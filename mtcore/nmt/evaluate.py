@@ -24,12 +24,11 @@ from mtcore.data import paths
 from mtcore import checks
 from mtcore.nmt.checkpoint import CheckpointError, checkpoint_dir, load_checkpoint
 from mtcore.data.corpus import read_corpus
-from mtcore.nmt.decoding import translate
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, evenly_spaced
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.runs import recorded_languages
-from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, decode_config, in_chunks,
-                                  is_blank, sampling_generator, stderr_line)
+from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, in_chunks, is_blank,
+                                  sampling_generator, stderr_line, translate_lines)
 
 
 @entry_point
@@ -85,20 +84,15 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
         logging.getLogger(__name__).warning("--test %s: %d of %d references are empty (first: pair %d); they lower BLEU and chrF",
                                             args.test, len(empty), len(tgt), empty[0] + 1)
 
-    filled = [i for i, s in enumerate(src) if not is_blank(s)]
-    if len(filled) < len(src):  # as `translate` does: a model asked for a blank line invents text
-        blank = [i for i, s in enumerate(src) if is_blank(s)]
+    if blank := [i for i, s in enumerate(src) if is_blank(s)]:  # translate_lines gives them a blank hypothesis
         logging.getLogger(__name__).warning("--test %s: %d of %d sources are blank (first: pair %d); their hypotheses "
                                             "are blank", args.test, len(blank), len(src), blank[0] + 1)
 
     t0 = time.perf_counter()
-    decode, generator = decode_config(args), sampling_generator(args)
-    decoded = in_chunks([src[i] for i in filled], lambda chunk, _: translate(
-        ckpt.model, ckpt.tokenizer, chunk, decode, bt_tag=args.bt_tag, generator=generator),
-        None if quiet() else stderr_line, unit="pairs")
-    hyps = [""] * len(src)
-    for i, h in zip(filled, decoded):
-        hyps[i] = h
+    generator = sampling_generator(args)
+    rows = in_chunks(src, lambda chunk, start: translate_lines(ckpt, chunk, args, list(range(start + 1, start + 1 + len(chunk))),
+                                                               generator), None if quiet() else stderr_line, unit="pairs")
+    hyps = [row[-1] for row in rows]
     elapsed = time.perf_counter() - t0
     bleu, chrf = corpus_bleu(hyps, tgt, tokenize=bleu_tokenize(ckpt.model_cfg.tgt_lang)), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")

@@ -268,7 +268,7 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
         if getattr(args, "n_best", 1) > 1:  # (line, score, translation): line numbers back to the input's
             return sorted([(str(filled[int(r[0])]), *r[1:]) for r in rows] +
                           [(str(i), NO_SCORE, "") for i in range(len(lines)) if is_blank(lines[i])], key=lambda r: int(r[0]))
-        out = [(NO_SCORE, "") if args.scores else ("",)] * len(lines)
+        out = [(NO_SCORE, "") if getattr(args, "scores", False) else ("",)] * len(lines)
         for i, row in zip(filled, rows):
             out[i] = row
         return out
@@ -289,7 +289,7 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
         return [(str(i), f"{s:.4f}", t) for (i, _), s, t in rows]
     ids = translate_ids(model, sources, decode, generator=generator or sampling_generator(args))
     texts = tok.decode(ids)
-    if not args.scores:
+    if not getattr(args, "scores", False):  # evaluate's arguments have no --scores
         return [(t,) for t in texts]
     return [(f"{s:.4f}", t) for s, t in zip(sequence_scores(model, sources, ids), texts)]
 
