@@ -19,6 +19,9 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
               NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
               project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
+              The same figures on data/outdated_dev.parquet (pipelines/build_outdated_dev.py): real
+              outdated translations, msgmerge's fuzzy entries of the packages' own source catalogs
+              (the new English beside the translation of the old one), among those catalogs' correct pairs.
               With `--nmt FORWARD REVERSE` (two mtcore checkpoints, en→vi and vi→en): the dual
               conditional cross-entropy score (Junczys-Dowmunt 2018; mtcore/alignment/dual_xent.py),
               calibrated the same two ways on the same kinds of negatives, and its sum with the
@@ -81,7 +84,7 @@ from mtcore.data.corpus import read_corpus
 from mtcore.embedding import load_encoder
 from mtcore.embedding.encoder import DualEncoder, SentenceEncoder
 from mtcore.embedding.train import quick_clean, retrieval_accuracy
-from mtcore.data.paths import DATA_DIR, DEV, NEAR_MISS_DEV, TEST
+from mtcore.data.paths import DATA_DIR, DEV, NEAR_MISS_DEV, OUTDATED_DEV, TEST
 
 
 def heldout_pairs(n: int, seed: int) -> pa.Table:
@@ -469,9 +472,9 @@ def union_reference_thresholds(real: np.ndarray, reference: np.ndarray, floor: n
 
 
 def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.Table, ref: pa.Table | None, seed: int,
-                     max_false_reject: float = MAX_FALSE_REJECT) -> dict:
-    """The pair classifier (`--score classifier`) on the near-miss dev set, the noise-share sweep and the planted
-    set, calibrated as the filter does (its reference pairs scored directly: the logit has no neighbourhood);
+                     max_false_reject: float = MAX_FALSE_REJECT, outdated: pa.Table | None = None) -> dict:
+    """The pair classifier (`--score classifier`) on the near-miss dev set (and the outdated-translation one), the
+    noise-share sweep and the planted set, calibrated as the filter does (its reference pairs scored directly: the logit has no neighbourhood);
     `union_ref`: the margin and the classifier read together (`union_reference_thresholds`)."""
     from mtcore.alignment import negatives
 
@@ -510,6 +513,15 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         if which in out["near_miss"]:
             rej = rules | (real < out["near_miss"][which]["threshold"])
             out[f"rules_plus_classifier_{which}"] = prf(rej, bad) | {"recall_by_kind": recall_by_kind(rej, kinds)}
+    if outdated is not None:
+        o_src, o_tgt, o_origins = outdated["src"].to_pylist(), outdated["tgt"].to_pylist(), outdated["origin"].to_pylist()
+        o_bad, o_kinds = np.asarray(outdated["label"].to_pylist(), dtype=bool), np.asarray(outdated["kind"].to_pylist())
+        o_real, out["outdated"] = figures(o_src, o_tgt, o_origins, o_bad, o_kinds)
+        o_rules = cleaning_rules(outdated)
+        for which in ("old", "ref"):
+            if which in out["outdated"]:
+                rej = o_rules | (o_real < out["outdated"][which]["threshold"])
+                out[f"rules_plus_classifier_outdated_{which}"] = prf(rej, o_bad) | {"recall_by_kind": recall_by_kind(rej, o_kinds)}
     x, y = enc.encode(src), enc.encode(tgt)
     margin = score_pairs(x, y, origins, FilterConfig().k, seed).real("margin")
     out["margin_plus_classifier"] = calibration_figures(standardise(margin, margin) + standardise(real, real), bad, kinds, max_false_reject)
@@ -709,7 +721,24 @@ def print_documents(enc, all_pairs: pa.Table, args, res: dict) -> None:
         print(f"== maint-guide en/vi: {m['src_sentences']} × {m['tgt_sentences']} sentences in {m['seconds']} s; blocks {m['blocks']}")
 
 
-def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
+def print_near_miss(title: str, m: dict, fmt) -> None:
+    print(f"== {title}: {m['pairs']} pairs, {m['misaligned']} misaligned ({100 * m['true_share']:.1f} %)")
+    for name in ("cosine", "margin"):
+        c = m[name]
+        print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
+        for which in ("old", "new", "ref", "hindsight"):
+            if which not in c:
+                continue
+            r = c[which]
+            extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
+            print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
+    for k, r in m["baselines"].items():
+        print(f"  baseline {k:26s} {fmt(r)}  recall by kind {r['recall_by_kind']}")
+    for k in (k for k in m if k.startswith("rules_plus_")):
+        print(f"  cleaning rules + filter {k.rsplit('_', 1)[1].upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+
+
+def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt, outdated: pa.Table | None = None) -> dict:
     from pathlib import Path
 
     from mtcore.alignment.classifier import ensure_classifier, load_pair_scorer, read_classifier_metrics
@@ -722,11 +751,13 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
     ref_path = Path(spec) / REFERENCE_FILE
     ref = read_corpus(ref_path) if ref_path.exists() else None
     planted = quick_clean(read_corpus(TEST)).sort_by([("origin", "ascending"), ("id", "ascending")])
-    c = bench_classifier(scorer, enc, nm, planted, catalogs, ref, args.seed, args.max_false_reject)
+    c = bench_classifier(scorer, enc, nm, planted, catalogs, ref, args.seed, args.max_false_reject, outdated)
     c["trained"] = trained
     print(f"== pair classifier ({trained.get('train_pairs', 0):,} training pairs, {trained.get('train_seconds', 0):.0f} s of training; "
           f"{c['pairs_per_second']} pairs/s scored)")
-    for name in ("near_miss", "margin_plus_classifier"):
+    for name in ("near_miss", "margin_plus_classifier", "outdated"):
+        if name not in c:
+            continue
         r = c[name]
         print(f"  {name:22s} AUC {r['roc_auc']:.3f}")
         for which in ("old", "new", "ref", "hindsight"):
@@ -736,10 +767,8 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt) -> dict:
         if "union_ref" in r:
             u = r["union_ref"]
             print(f"    margin OR classifier, REF over the union: {fmt(u)}  t={u['thresholds']}  recall by kind {u['recall_by_kind']}")
-    for which in ("old", "ref"):
-        k = f"rules_plus_classifier_{which}"
-        if k in c:
-            print(f"  cleaning rules + classifier {which.upper():3s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
+    for k in (k for k in c if k.startswith("rules_plus_classifier_")):
+        print(f"  cleaning rules + classifier {k.removeprefix('rules_plus_classifier_').upper():12s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
     for k, r in c["noise_share"].items():
         cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "union_ref", "hindsight") if w in r)
         print(f"  noise {k:13s} {r['pairs']} pairs, {100 * r['true_share']:4.1f} % bad, AUC {r['roc_auc']:.3f}:  {cols}")
@@ -795,23 +824,14 @@ def main(argv=None) -> int:
           f"pairs (the encoder's held-out catalogs; the default), at most {args.max_false_reject:g} of them rejected; "
           "hindsight = the best threshold at that false-reject rate")
     fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
+    outdated = pq.read_table(OUTDATED_DEV) if OUTDATED_DEV.exists() else None
     if NEAR_MISS_DEV.exists():
         nm = pq.read_table(NEAR_MISS_DEV)
         res["near_miss"] = m = bench_near_miss(enc, nm, args.seed, args.max_false_reject, ref)
-        print(f"== near-miss dev set: {m['pairs']} pairs, {m['misaligned']} misaligned ({100 * m['true_share']:.1f} %)")
-        for name in ("cosine", "margin"):
-            c = m[name]
-            print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
-            for which in ("old", "new", "ref", "hindsight"):
-                if which not in c:
-                    continue
-                r = c[which]
-                extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
-                print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
-        for k, r in m["baselines"].items():
-            print(f"  baseline {k:26s} {fmt(r)}  recall by kind {r['recall_by_kind']}")
-        for k in (k for k in m if k.startswith("rules_plus_")):
-            print(f"  cleaning rules + filter {k.rsplit('_', 1)[1].upper():3s} {fmt(m[k])}  recall by kind {m[k]['recall_by_kind']}")
+        print_near_miss("near-miss dev set (made from held-out catalogs)", m, fmt)
+        if outdated is not None:
+            res["outdated"] = m = bench_near_miss(enc, outdated, args.seed, args.max_false_reject, ref)
+            print_near_miss("outdated-translation dev set (real fuzzy entries of the source catalogs)", m, fmt)
         dev_catalogs = quick_clean(pa.concat_tables([read_corpus(TEST), read_corpus(DEV)])).sort_by([("origin", "ascending"), ("id", "ascending")])
         res["noise_share"] = ns = bench_noise_share(enc, dev_catalogs, args.seed, args.max_false_reject, ref)
         print("== does the threshold follow the noise share? held-out catalogs with outdated (fuzzy) or shifted (neighbour) targets, margin")
@@ -830,7 +850,7 @@ def main(argv=None) -> int:
                         extra = f" est. noise {r['estimated_share']:.3f}" if "estimated_share" in r else ""
                         print(f"    {which:9s} {fmt(r)}  t={r['threshold']:.3f}{extra}  recall by kind {r['recall_by_kind']}")
         if args.classifier:
-            res["classifier"] = print_classifier(args, enc, nm, dev_catalogs, fmt)
+            res["classifier"] = print_classifier(args, enc, nm, dev_catalogs, fmt, outdated)
         if args.only_near_miss:
             if args.json:
                 with open(args.json, "w") as fh:

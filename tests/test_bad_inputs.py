@@ -193,6 +193,8 @@ CATALOGUE = [
     case("translate-beam-over-the-vocabulary", T, "--model", "{ckpt}", "--beam", "400", culprit="--beam 400", stdin=b"hello\n"),
     case("build-near-miss-dev-share-negative", "pipelines/build_near_miss_dev.py", "--share", "-1", "--output",
          "{new_out}/nm.parquet", culprit="--share", absent="new_out"),
+    case("build-outdated-dev-share-over-one", "pipelines/build_outdated_dev.py", "--share", "1.5", "--output",
+         "{new_out}/od.parquet", culprit="--share", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))

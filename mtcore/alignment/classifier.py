@@ -487,16 +487,12 @@ def ensure_classifier(encoder_dir: str | Path) -> Path:
     with open(encoder_dir.parent / ".classifier.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two first commands at once: one trains, the other waits
         if not trained_for(encoder_dir):
-            from mtcore.data.corpus import read_corpus
-            from mtcore.data.paths import DEV, RAW_PARALLEL, TEST
+            from mtcore.data.corpus import heldout_texts
+            from mtcore.data.paths import RAW_PARALLEL
 
             if not RAW_PARALLEL.exists():
                 raise ClassifierError(f"the built-in pair classifier is trained on the embedded corpus, but {RAW_PARALLEL} does not exist")
-            exclude: set[str] = set()
-            for split in (DEV, TEST):
-                if split.exists():
-                    t = read_corpus(split)
-                    exclude |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+            exclude = heldout_texts()
             log.warning("training the built-in pair classifier on %s (first use of --score classifier; about 13 minutes on 2 CPU cores)", RAW_PARALLEL)
             train_beside_encoder(RAW_PARALLEL, encoder_dir, exclude_texts=exclude)
     return classifier_dir(encoder_dir)

@@ -23,10 +23,17 @@ set's rows never reach the encoder's training data (the splits are excluded ther
 
 from __future__ import annotations
 
+import logging
+import re
+import unicodedata
+from collections import Counter
+
 import numpy as np
 import pyarrow as pa
 
 from mtcore.alignment import negatives
+
+log = logging.getLogger(__name__)
 
 MIX = {"version": 0.55, "neighbour": 0.15, "partial": 0.15, "swap": 0.15}  # mostly outdated translations, as in real catalogs
 
@@ -83,3 +90,94 @@ def build_near_miss_dev(table: pa.Table, share: float = 0.17, seed: int = 0, min
         "kind": pa.array(kind, pa.string()),
     })
     return out.filter(pa.array(keep))
+
+
+# --------------------------------------------------------------------------- real outdated translations
+
+# Function words and auxiliaries: "The data were not available" → "are not available", "hasn't got" → "doesn't
+# have" leave a translation right. Negation is kept ("n't" reads as "not").
+_STOPWORDS = frozenset("a an the of to in on at for as by with and or this that it its your you "
+                       "is are was were be been being am has have had having got do does did".split())
+
+
+def content_words(text: str) -> Counter:
+    """The words a translation has to carry: lower case, accents and accelerators (`_File`, `&Open`) gone,
+    English function words left out (a translation of "playing Konrad" still translates "playing as Konrad")."""
+    text = unicodedata.normalize("NFKD", text.lower())
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    text = re.sub(r"(?<![^\W_])[_&](?=[^\W_])", "", text)  # an accelerator before a word's first letter
+    text = re.sub(r"n['’]t\b", " not", text).replace("cannot", "can not")
+    return Counter(w for w in re.findall(r"[^\W_]+", text) if w not in _STOPWORDS)
+
+
+def outdated(new: str, previous: str) -> bool:
+    """Does a translation of `previous` miss what `new` says? Content words changed, not only spelling: words
+    joined or split ("Cuttle Fish" → "Cuttlefish"), case, punctuation, quotes and markup spacing keep it."""
+    a, b = content_words(new), content_words(previous)
+    return a != b and "".join(sorted(a.elements())) != "".join(sorted(b.elements())) and \
+        "".join(re.findall(r"[^\W_]", new.lower())) != "".join(re.findall(r"[^\W_]", previous.lower()))
+
+
+def build_outdated_dev(catalogs: list[tuple[str, list]], share: float = 0.17, per_catalog: int = 40, seed: int = 0,
+                       is_target_language=None, per_source: int = 150) -> pa.Table:
+    """Real outdated translations, mixed with the same catalogs' correct pairs.
+
+    `catalogs`: (origin, entries read with fuzzy ones, `mtcore.data.catalogs.read_po(include_fuzzy=True)`). A
+    misaligned row is a fuzzy entry whose translation msgmerge kept from an earlier English (`#| msgid`) that
+    differs in content words (`outdated`): the new English beside the old translation, as a catalog compiled
+    with fuzzy entries, or a corpus harvested from translation memories, holds it. At most `per_catalog` of them
+    a catalog and `per_source` a source package (the catalogs' origins up to the first `/`; a game's catalogs
+    hold thousands); beside them, drawn from the same catalog's translated entries,
+    enough correct pairs that about `share` of the rows are misaligned. `is_target_language(texts) -> mask`
+    drops fuzzy translations that are not in the target language (left-over junk, another kind of noise).
+    Columns: src, tgt, origin, id, label (1 = misaligned), kind (`outdated` / `ok`), previous (the English the
+    target translates)."""
+    if not 0 < share < 1:
+        raise ValueError(f"share {share}: a share of the rows in (0, 1)")
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[str, str, str, str, int, str, str]] = []
+    per_package: Counter = Counter()
+    for c in rng.permutation(len(catalogs)):  # which catalogs of a big package fill its quota: by chance
+        origin, entries = catalogs[c]
+        room = min(per_catalog, per_source - per_package[origin.split("/")[0]])
+        bad = [e for e in entries if e.fuzzy and e.previous and e.plural_index == 0 and not e.context
+               and e.msgid.strip() and outdated(e.msgid, e.previous)]
+        if bad and is_target_language is not None:
+            ok_lang = is_target_language([e.msgstr for e in bad])
+            bad = [e for e, ok in zip(bad, ok_lang) if ok]
+        if not bad or room <= 0:
+            continue
+        bad = [bad[i] for i in sorted(rng.choice(len(bad), min(room, len(bad)), replace=False))]
+        per_package[origin.split("/")[0]] += len(bad)
+        taken = {e.msgstr for e in bad} | {e.msgid for e in bad}
+        good = [e for e in entries if not e.fuzzy and e.msgstr not in taken and e.msgid not in taken]
+        want = min(len(good), int(round(len(bad) * (1 - share) / share)))
+        good = [good[i] for i in sorted(rng.choice(len(good), want, replace=False))]
+        rows += [(e.msgid, e.msgstr, origin, f"{origin}:{e.line}", 1, "outdated", e.previous) for e in bad]
+        rows += [(e.msgid, e.msgstr, origin, f"{origin}:{e.line}", 0, "ok", e.msgid) for e in good]
+    rows.sort(key=lambda r: (r[2], r[3]))
+    names = ("src", "tgt", "origin", "id", "label", "kind", "previous")
+    cols = list(zip(*rows)) if rows else [[] for _ in names]
+    types = (pa.string(),) * 4 + (pa.int8(),) + (pa.string(),) * 2
+    return pa.table({n: pa.array(list(c), t) for n, c, t in zip(names, cols, types)})
+
+
+SKIP_SOURCES = {"iso-codes": "place and language names: a fuzzy entry is a new transliteration, not a new text"}
+
+
+def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
+    """(origin, entries with fuzzy ones) for each readable `*vi.po` of a source package unpacked under `root`;
+    origin `SOURCE/DIR` (`dpkg/po`, `gimp/po-plug-ins`): the tarball's top folder (name-version) left out."""
+    from pathlib import Path
+
+    from mtcore.data.catalogs import CatalogError, read_po
+
+    out = []
+    for path in po_files:
+        rel = Path(path).relative_to(root)
+        origin = "/".join([source, *rel.parts[1:-1]]) or source
+        try:
+            out.append((origin, read_po(path, include_fuzzy=True)))
+        except CatalogError as err:  # a broken catalog of one package is no reason to stop: say so and go on
+            log.warning("skipped %s", err)
+    return out

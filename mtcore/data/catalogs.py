@@ -19,7 +19,7 @@ import logging
 import re
 import struct
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -56,7 +56,9 @@ class CatalogEntry:
 
     ``plural_index`` is 0 for a singular message and 1 for the ``msgid_plural``
     form, so that both English forms become pairs. ``line`` is the 1-based
-    line of the ``msgid`` keyword in a ``.po`` file (0 for ``.mo``).
+    line of the ``msgid`` keyword in a ``.po`` file (0 for ``.mo``). A fuzzy
+    entry (read only on request) has ``fuzzy`` set and, where msgmerge kept it
+    (``#| msgid``), the ``previous`` English that its translation was made for.
     """
 
     msgid: str
@@ -64,6 +66,8 @@ class CatalogEntry:
     context: str = ""
     plural_index: int = 0
     line: int = 0
+    fuzzy: bool = False
+    previous: str | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -248,6 +252,7 @@ class _PoMessage:
 
     line: int = 0
     fuzzy: bool = False
+    previous: str | None = None  # `#| msgid`: the English a fuzzy translation was made for
     context: str | None = None
     msgid: str | None = None
     msgid_plural: str | None = None
@@ -307,6 +312,8 @@ def _po_finish(msg: _PoMessage, path: Path, include_fuzzy: bool, skipped: Counte
         raise CatalogError(f"{path}:{msg.line}: plural forms {have}; they must be msgstr[0] to msgstr[{len(msg.forms) - 1}]")
     forms = [msg.forms[i] for i in sorted(msg.forms)]
     entries = _plural_entries(msg.msgid, msg.msgid_plural, forms, msg.context or "", msg.line)
+    if msg.fuzzy:
+        entries = [replace(e, fuzzy=True, previous=msg.previous if e.plural_index == 0 else None) for e in entries]
     if not entries:
         skipped["untranslated"] += 1
     return entries
@@ -344,6 +351,7 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
     skipped = Counter() if skipped is None else skipped  # messages that are no translation: fuzzy, untranslated
     entries: list[CatalogEntry] = []
     msg = _PoMessage()
+    previous_open = False  # a `#| "..."` line continues the previous msgid
     for number, raw in enumerate(_po_decode(path), start=1):
         line = raw.strip()
         if not line:
@@ -354,6 +362,12 @@ def read_po(path: str | Path, include_fuzzy: bool = False, skipped: Counter | No
                 msg = _PoMessage()
             if line.startswith("#,") and "fuzzy" in (f.strip() for f in line[2:].split(",")):
                 msg.fuzzy = True
+            elif line.startswith("#| msgid "):
+                msg.previous, previous_open = _po_unquote(line[len("#| msgid "):].strip(), path, number), True
+            elif line.startswith('#| "') and previous_open:
+                msg.previous += _po_unquote(line[2:].strip(), path, number)
+            elif line.startswith("#|"):  # the previous msgctxt / msgid_plural: not kept
+                previous_open = False
             elif line.startswith("#~ msgid "):  # an obsolete message: counted in the warning, as the others
                 skipped["obsolete"] += 1
             continue

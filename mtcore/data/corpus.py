@@ -641,3 +641,17 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd")
     return path
+
+
+def heldout_texts() -> set[str]:
+    """Every sentence of the embedded held-out sets (dev, test, the outdated-translation dev set): the built-in
+    encoder and pair classifier never train on them, so that what they score there is unseen."""
+    texts: set[str] = set()
+    for split in (paths.DEV, paths.TEST):
+        if split.exists():
+            t = read_corpus(split)
+            texts |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+    if paths.OUTDATED_DEV.exists():
+        t = pq.read_table(paths.OUTDATED_DEV, columns=["src", "tgt"])
+        texts |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+    return texts

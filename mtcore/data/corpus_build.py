@@ -25,6 +25,7 @@ import hashlib
 import json
 import random
 import re
+import shutil
 import subprocess
 import tempfile
 import unicodedata
@@ -112,6 +113,37 @@ def download(package: str, cache: Path) -> tuple[Path | None, str]:
         errors = [l for l in lines if l.startswith("E:")]
         return None, (errors or lines or ["apt-get download failed"])[-1]
     return cached[-1], ""
+
+
+def source_package(package: str) -> str:
+    """The source package a binary package is built from (``apt-cache show``), or the name itself."""
+    for line in _run(["apt-cache", "show", package]).stdout.splitlines():
+        if line.startswith("Source:"):
+            return line.split()[1]
+    return package
+
+
+def source_vi_catalogs(source: str, cache: Path) -> tuple[list[Path], str]:
+    """The ``*vi.po`` files of a source package's tarballs (``apt-get source --download-only``, needing a
+    ``deb-src`` line), unpacked under ``cache/source``, or ([], why not). The tarballs are deleted."""
+    into = cache / source
+    done = cache / f"{source}.done"
+    if not done.exists():
+        work = cache / f".{source}.download"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        result = _run(["apt-get", "source", "--download-only", "-qq", source], cwd=work)
+        tarballs = [t for t in work.glob("*.tar.*") if not t.name.endswith(".asc")]
+        if not tarballs:
+            shutil.rmtree(work, ignore_errors=True)
+            lines = (result.stderr or result.stdout).strip().splitlines()
+            return [], ([l for l in lines if l.startswith("E:")] or lines or ["no tarball"])[-1]
+        into.mkdir(parents=True, exist_ok=True)
+        for tarball in tarballs:  # a debian.tar.xz that failed to download still leaves the upstream one
+            _run(["tar", "xf", str(tarball), "-C", str(into), "--wildcards", "--no-anchored", "*vi.po"])
+        shutil.rmtree(work, ignore_errors=True)
+        done.touch()
+    return sorted(p for p in into.rglob("*vi.po") if p.is_file()), ""
 
 
 def deb_field(deb: Path, name: str) -> str:

@@ -11,6 +11,7 @@ RAW_PARALLEL = DATA_DIR / "raw" / "parallel.parquet"
 DEV = DATA_DIR / "dev.parquet"
 TEST = DATA_DIR / "test.parquet"
 NEAR_MISS_DEV = DATA_DIR / "near_miss_dev.parquet"  # labelled near misses from the held-out splits (issue 21)
+OUTDATED_DEV = DATA_DIR / "outdated_dev.parquet"  # real outdated translations from the source catalogs (issue 21)
 MONO_VI = DATA_DIR / "mono" / "vi.parquet"
 
 

@@ -46,8 +46,8 @@ def builtin_dir() -> Path:
 def ensure_builtin() -> Path:
     """The built-in encoder's directory, training it on the embedded corpus if it is not there yet.
 
-    Dev and test sentences are excluded from its training data, so that benchmarks
-    on `data/test.parquet` measure held-out accuracy.
+    The held-out sets' sentences (`mtcore.data.corpus.heldout_texts`) are excluded from its training data, so
+    that benchmarks on them measure held-out accuracy.
     """
     path = builtin_dir()
     if _complete(path):
@@ -76,9 +76,9 @@ def _complete(path: Path) -> bool:
 
 def _train_builtin(path: Path) -> None:
     from mtcore.console import progress_line
-    from mtcore.data.corpus import read_corpus
+    from mtcore.data.corpus import heldout_texts
     from mtcore.embedding.train import train_encoder
-    from mtcore.data.paths import DEV, RAW_PARALLEL, TEST
+    from mtcore.data.paths import RAW_PARALLEL
 
     if not RAW_PARALLEL.exists():
         raise EncoderError(
@@ -86,11 +86,7 @@ def _train_builtin(path: Path) -> None:
             f"train one on your own corpus with `python pipelines/train_encoder.py --corpus PATH --output DIR` "
             f"and pass `--encoder DIR`"
         )
-    exclude: set[str] = set()
-    for split in (DEV, TEST):
-        if split.exists():
-            t = read_corpus(split)
-            exclude |= set(t["src"].to_pylist()) | set(t["tgt"].to_pylist())
+    exclude = heldout_texts()
     log.warning("training the built-in sentence encoder on %s (first use; a few CPU minutes)", RAW_PARALLEL)
     trained = train_encoder(RAW_PARALLEL, path, exclude_texts=exclude, run_name="encoder-builtin")
     m = trained.metrics
