@@ -23,7 +23,7 @@ from mtcore import checks
 from mtcore.alignment.devset import SKIP_SOURCES, build_outdated_dev, source_catalogs
 from mtcore.console import add_common_options, progress_line
 from mtcore.data.corpus import write_parquet
-from mtcore.data.corpus_build import looks_vietnamese, read_package_list, source_package, source_vi_catalogs
+from mtcore.data.corpus_build import looks_vietnamese, read_package_list, source_packages, source_vi_catalogs
 from mtcore.data.paths import DATA_DIR, OUTDATED_DEV
 from mtcore.errors import entry_point
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         raise checks.UsageError(f"--share: {args.share} is out of range; pass a share in (0, 1), e.g. 0.17")
     checks.output_file("--output", args.output)
     cache = Path(args.cache)
-    sources = sorted({source_package(p) for p in read_package_list(Path(args.packages))} - set(SKIP_SOURCES))
+    sources = sorted(set(source_packages(read_package_list(Path(args.packages))).values()) - set(SKIP_SOURCES))
     catalogs, failed = [], {}
     for i, source in enumerate(sources, 1):
         files, why = source_vi_catalogs(source, cache)

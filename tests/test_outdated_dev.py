@@ -109,8 +109,20 @@ def test_source_catalog_origins_name_package_and_folder(tmp_path):
     a = write_po(tmp_path / "gimp-2.10" / "po-plug-ins" / "vi.po")
     b = write_po(tmp_path / "gimp-2.10" / "po" / "vi.po")
     bad = write_po(tmp_path / "gimp-2.10" / "po-broken" / "vi.po", 'msgid "x"\nmsgstr "y"\nmsgid "x"\nmsgstr "z"\n')
-    got = source_catalogs("gimp", tmp_path, [a, b, bad])
-    assert [o for o, _ in got] == ["gimp/po-plug-ins", "gimp/po"]  # the broken catalog is skipped with a warning
+    kde = write_po(tmp_path / "gimp-2.10" / "po" / "vi" / "gimp-help.po")
+    got = source_catalogs("gimp", tmp_path, [a, b, bad, kde])
+    assert [o for o, _ in got] == ["gimp/po-plug-ins", "gimp/po", "gimp/po/gimp-help"]  # the broken one skipped, said
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("dpkg-1.21/po/vi.po", True), ("adduser-3/debian/po/vi.po", True), ("okular-22/po/vi/okular_dvi.po", True),
+    ("okular-22/po/ga/okular_dvi.po", False),  # ends in "vi.po", but it is Irish
+    ("gimp-2.10/po/vi.pot", False),
+])
+def test_a_vietnamese_catalog_is_named_vi_or_lies_in_a_vi_folder(path, expected):
+    from mtcore.data.corpus_build import is_vi_po
+
+    assert is_vi_po(Path(path)) is expected
 
 
 def test_build_outdated_dev_command_on_unpacked_sources(tmp_path, capsys):

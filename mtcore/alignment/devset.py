@@ -166,8 +166,9 @@ SKIP_SOURCES = {"iso-codes": "place and language names: a fuzzy entry is a new t
 
 
 def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
-    """(origin, entries with fuzzy ones) for each readable `*vi.po` of a source package unpacked under `root`;
-    origin `SOURCE/DIR` (`dpkg/po`, `gimp/po-plug-ins`): the tarball's top folder (name-version) left out."""
+    """(origin, entries with fuzzy ones) for each readable Vietnamese .po of a source package unpacked under `root`;
+    origin `SOURCE/DIR` (`dpkg/po`, `gimp/po-plug-ins`; KDE's `po/vi/okular.po`: `okular/po/okular`), the
+    tarball's top folder (name-version) left out."""
     from pathlib import Path
 
     from mtcore.data.catalogs import CatalogError, read_po
@@ -175,7 +176,8 @@ def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
     out = []
     for path in po_files:
         rel = Path(path).relative_to(root)
-        origin = "/".join([source, *rel.parts[1:-1]]) or source
+        folders = rel.parts[1:-1] if rel.name.endswith("vi.po") else [*rel.parts[1:-2], rel.stem]  # KDE: po/vi/DOMAIN.po
+        origin = "/".join([source, *folders])
         try:
             out.append((origin, read_po(path, include_fuzzy=True)))
         except CatalogError as err:  # a broken catalog of one package is no reason to stop: say so and go on

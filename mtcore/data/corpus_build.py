@@ -115,12 +115,17 @@ def download(package: str, cache: Path) -> tuple[Path | None, str]:
     return cached[-1], ""
 
 
-def source_package(package: str) -> str:
-    """The source package a binary package is built from (``apt-cache show``), or the name itself."""
-    for line in _run(["apt-cache", "show", package]).stdout.splitlines():
-        if line.startswith("Source:"):
-            return line.split()[1]
-    return package
+def source_packages(packages: list[str]) -> dict[str, str]:
+    """The source package each binary package is built from, by one ``apt-cache show`` (a package apt does not
+    know, or one without a ``Source:`` field, is its own source)."""
+    found: dict[str, str] = {}
+    package = None
+    for line in _run(["apt-cache", "show", "--no-all-versions", *packages]).stdout.splitlines():
+        if line.startswith("Package:"):
+            package = line.split()[1]
+        elif line.startswith("Source:") and package:
+            found.setdefault(package, line.split()[1])
+    return {p: found.get(p, p) for p in packages}
 
 
 def source_vi_catalogs(source: str, cache: Path) -> tuple[list[Path], str]:
@@ -140,10 +145,17 @@ def source_vi_catalogs(source: str, cache: Path) -> tuple[list[Path], str]:
             return [], ([l for l in lines if l.startswith("E:")] or lines or ["no tarball"])[-1]
         into.mkdir(parents=True, exist_ok=True)
         for tarball in tarballs:  # a debian.tar.xz that failed to download still leaves the upstream one
-            _run(["tar", "xf", str(tarball), "-C", str(into), "--wildcards", "--no-anchored", "*vi.po"])
+            _run(["tar", "xf", str(tarball), "-C", str(into), "--wildcards", "--no-anchored", "*vi.po", "*/vi/*.po"])
         shutil.rmtree(work, ignore_errors=True)
         done.touch()
-    return sorted(p for p in into.rglob("*vi.po") if p.is_file()), ""
+    return sorted(p for p in into.rglob("*.po") if p.is_file() and is_vi_po(p)), ""
+
+
+def is_vi_po(path: Path) -> bool:
+    """A Vietnamese .po: `vi.po` (gettext's po/ folder, debconf's debian/po/), `DOMAIN/vi.po`, `vi/DOMAIN.po` (KDE's
+    layout); not `okular_dvi.po` in another language's folder."""
+    return path.suffix == ".po" and (path.name == "vi.po" or path.name.endswith((".vi.po", "-vi.po", "_vi.po"))
+                                     or path.parent.name == "vi")
 
 
 def deb_field(deb: Path, name: str) -> str:
