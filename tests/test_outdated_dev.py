@@ -110,8 +110,9 @@ def test_source_catalog_origins_name_package_and_folder(tmp_path):
     b = write_po(tmp_path / "gimp-2.10" / "po" / "vi.po")
     bad = write_po(tmp_path / "gimp-2.10" / "po-broken" / "vi.po", 'msgid "x"\nmsgstr "y"\nmsgid "x"\nmsgstr "z"\n')
     kde = write_po(tmp_path / "gimp-2.10" / "po" / "vi" / "gimp-help.po")
-    got = source_catalogs("gimp", tmp_path, [a, b, bad, kde])
-    assert [o for o, _ in got] == ["gimp/po-plug-ins", "gimp/po", "gimp/po/gimp-help"]  # the broken one skipped, said
+    kde_dvi = write_po(tmp_path / "gimp-2.10" / "po" / "vi" / "gimp_dvi.po")
+    got = source_catalogs("gimp", tmp_path, [a, b, bad, kde, kde_dvi])
+    assert [o for o, _ in got] == ["gimp/po-plug-ins", "gimp/po", "gimp/po/gimp-help", "gimp/po/gimp_dvi"]  # the broken one skipped
 
 
 @pytest.mark.parametrize("path, expected", [

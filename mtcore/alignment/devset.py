@@ -176,7 +176,7 @@ def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
     out = []
     for path in po_files:
         rel = Path(path).relative_to(root)
-        folders = rel.parts[1:-1] if rel.name.endswith("vi.po") else [*rel.parts[1:-2], rel.stem]  # KDE: po/vi/DOMAIN.po
+        folders = [*rel.parts[1:-2], rel.stem] if rel.parent.name == "vi" else rel.parts[1:-1]  # KDE: po/vi/DOMAIN.po
         origin = "/".join([source, *folders])
         try:
             out.append((origin, read_po(path, include_fuzzy=True)))

@@ -129,8 +129,8 @@ def source_packages(packages: list[str]) -> dict[str, str]:
 
 
 def source_vi_catalogs(source: str, cache: Path) -> tuple[list[Path], str]:
-    """The ``*vi.po`` files of a source package's tarballs (``apt-get source --download-only``, needing a
-    ``deb-src`` line), unpacked under ``cache/source``, or ([], why not). The tarballs are deleted."""
+    """The Vietnamese .po files (`is_vi_po`) of a source package's tarballs (``apt-get source --download-only``,
+    needing a ``deb-src`` line), unpacked under ``cache/source``, or ([], why not). The tarballs are deleted."""
     into = cache / source
     done = cache / f"{source}.done"
     if not done.exists():
@@ -142,7 +142,7 @@ def source_vi_catalogs(source: str, cache: Path) -> tuple[list[Path], str]:
         if not tarballs:
             shutil.rmtree(work, ignore_errors=True)
             lines = (result.stderr or result.stdout).strip().splitlines()
-            return [], ([l for l in lines if l.startswith("E:")] or lines or ["no tarball"])[-1]
+            return [], ([l for l in lines if l.startswith("E:")] or lines or ["no tarball"])[0]  # the first names the file
         into.mkdir(parents=True, exist_ok=True)
         for tarball in tarballs:  # a debian.tar.xz that failed to download still leaves the upstream one
             _run(["tar", "xf", str(tarball), "-C", str(into), "--wildcards", "--no-anchored", "*vi.po", "*/vi/*.po"])
