@@ -236,6 +236,19 @@ def test_test_overlap(tmp_path):
         ("GP_Layer", "Lớp_GP", "GP_Layer", "Lớp_GP", set()),
         ("Has EXTENT_FL set.", "Đã đặt EXTENTS_FL.", "Has EXTENT_FL set.", "Đã đặt EXTENTS_FL.", set()),
         ("Vie_w", "_Xem", "View", "Xem", {"accelerators"}),  # inside a word before a small letter: a mnemonic
+        # a context written into the msgid (real rows of the embedded corpus: fontforge, gramps, wesnoth, anjuta)
+        ("Script|Cherokee", "Tiếng Che-rô-khi", "Cherokee", "Tiếng Che-rô-khi", {"pseudo_context"}),
+        ("PanoseContrast|Very High", "Rất cao", "Very High", "Rất cao", {"pseudo_context"}),
+        ("female^lawful", "chính thống", "lawful", "chính thống", {"pseudo_context"}),
+        ("storm trident^Take it", "Giữ lấy", "Take it", "Giữ lấy", {"pseudo_context"}),
+        ("recent menu label|_%d. %s", "_%d. %s", "_%d. %s", "_%d. %s", {"pseudo_context"}),
+        ("Directory|_Back", "_Lùi", "Back", "Lùi", {"pseudo_context", "accelerators"}),  # then both sides have one
+        ("on|off", "bật/tắt", "on|off", "bật/tắt", set()),  # text: no capital, space or underscore
+        ("Yes|No", "Có|Không", "Yes|No", "Có|Không", set()),  # the translation keeps the `|`
+        ("-s|--split <file>", "-s|--split <tập tin>", "-s|--split <file>", "-s|--split <tập tin>", set()),
+        ("No Profiles defined in Edit|Posting Profiles.", "Không có hồ sơ nào trong « Sửa > Hồ sơ »",
+         "No Profiles defined in Edit|Posting Profiles.", "Không có hồ sơ nào trong « Sửa > Hồ sơ »", set()),  # a menu path
+        ("x^2 + 1", "x bình phương cộng 1", "x^2 + 1", "x bình phương cộng 1", set()),
     ],
 )
 def test_normalize(src, tgt, expected_src, expected_tgt, changed):

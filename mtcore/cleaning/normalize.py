@@ -17,8 +17,17 @@
   `ta_IN`, `sr_RS@latin`) joins a language and a country and never counts, so
   "_Punjabi (pa_IN)" → "Punjabi (pa_IN)", not "Punjabi (paIN)".
 
-Everything is vectorised with Arrow compute except the accelerator step, which
-runs in Python on the few rows whose both sides contain `_` or `&`.
+- `pseudo_context`: a message context written into the English itself, where the catalog has no
+  msgctxt: glib's `Q_("Script|Cherokee")` and Wesnoth's `sgettext("female^lawful")` leave
+  "Script|" and "female^" in the msgid, and the translation has none ("Tiếng Che-rô-khi"). The
+  prefix is removed when the target carries no `|` (or `^`) at all: a `|`-context starts with a
+  letter, has a capital, a space or an underscore and at most 4 words ("Color|", "recent menu
+  label|"; "on|off" and the menu path "No Profiles defined in Edit|Posting Profiles" are text),
+  a `^`-context is a word or words ("storm trident^"). 644 pairs of the embedded corpus
+  (fontforge, wesnoth, gramps) were trained with the context, or rejected by length rules for it.
+
+Everything is vectorised with Arrow compute except the accelerator and pseudo-context steps, which
+run in Python on the few rows whose both sides contain `_` or `&`, or whose source holds `|` or `^`.
 """
 
 from __future__ import annotations
@@ -43,12 +52,41 @@ LOCALE_RE = re.compile(r"(?<![\w-])[a-z]{2,3}_(?:[A-Z]{2}|\d{3})(?:\.[\w-]+)?(?:
 _KDE = re.compile(r"(?<!&)&(?=[^\W_])(?![A-Za-z][A-Za-z0-9]{1,8};|#\d+;|#[xX][0-9A-Fa-f]+;)")
 
 
+# A context written into the msgid: `Context|text` (glib's Q_) or `context^text` (Wesnoth's sgettext).
+_PIPE_CONTEXT = re.compile(r"^(?=[\w .-]*[A-Z _][\w .-]*\|)[A-Za-z][\w.-]*(?: [\w.-]+){0,3}\|(?=\S)")  # ≤ 4 words
+_CARET_CONTEXT = re.compile(r"^[^\W\d][\w .-]{1,40}\^(?=\S)")
+
+
 @dataclass(frozen=True)
 class NormalizeConfig:
     nfc: bool = True
     invisible: bool = True
     whitespace: bool = True
     accelerators: bool = True
+    pseudo_context: bool = True
+
+
+def strip_pseudo_context(src: str, tgt: str) -> str:
+    """`src` without a msgid-borne context prefix that the translation does not carry (see the module doc)."""
+    for marker, pattern in (("|", _PIPE_CONTEXT), ("^", _CARET_CONTEXT)):
+        if marker in src and marker not in tgt:
+            m = pattern.match(src)
+            if m:
+                return src[m.end():]
+    return src
+
+
+def _pseudo_contexts(src: pa.Array, tgt: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    cand = np.flatnonzero(pc.match_substring_regex(src, r"^[A-Za-z][\w .-]{1,40}[|^]\S").to_numpy(zero_copy_only=False))
+    changed = np.zeros(len(src), dtype=bool)
+    if len(cand) == 0:
+        return src, changed
+    out, targets = src.to_pylist(), tgt.to_pylist()
+    for i in cand:
+        fixed = strip_pseudo_context(out[i], targets[i])
+        if fixed != out[i]:
+            out[i], changed[i] = fixed, True
+    return (pa.array(out, pa.string()) if changed.any() else src), changed
 
 
 def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> tuple[str, str] | None:
@@ -136,6 +174,8 @@ def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig()) -
         t2 = pc.utf8_trim_whitespace(pc.replace_substring_regex(tgt, _WS_RE2, " "))
         counts["whitespace"] = _changed(src, tgt, s2, t2)
         src, tgt = s2, t2
+    if cfg.pseudo_context:  # before the accelerators, which count the markers of the text alone
+        src, counts["pseudo_context"] = _pseudo_contexts(src, tgt)
     if cfg.accelerators:
         src, tgt, counts["accelerators"] = _accelerators(src, tgt)
     table = table.set_column(table.schema.get_field_index("src"), "src", src)

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "clean"
 EXPERIMENT = "clean"  # the MLflow experiment of `pipelines/clean.py`
-NORMALIZATIONS = ("nfc", "invisible", "whitespace", "accelerators")
+NORMALIZATIONS = ("nfc", "invisible", "whitespace", "pseudo_context", "accelerators")
 INTERNAL = ("_reason", "_score", "_detail", "_h_exact", "_h_near", "_rowkey") + tuple(f"_n_{n}" for n in NORMALIZATIONS)
 META_COLUMNS = ["id", "_reason", "_h_exact", "_h_near", "_rowkey"] + [f"_n_{n}" for n in NORMALIZATIONS]
 BATCH_SIZE = 4096
