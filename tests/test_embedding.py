@@ -197,6 +197,15 @@ def test_reference_split_holds_out_whole_catalogs():
     assert len(train) + len(reference) == 1000 and 100 <= len(reference) <= 120
     assert not set(train["origin"].to_pylist()) & set(reference["origin"].to_pylist())  # whole catalogs
     assert len(split_reference(table, 500, seed=0)[1]) <= 120  # at most a tenth of the data
+    # many small catalogs rather than a few large ones: 4 catalogs of 200 beside 40 of 5 give the reference 40 small ones
+    table = pa.table({"src": [f"s{i}" for i in range(1000)], "tgt": [f"t{i}" for i in range(1000)],
+                      "origin": [f"big{i // 200}" if i < 800 else f"small{i // 5}" for i in range(1000)]})
+    _, reference = split_reference(table, 100, seed=0)
+    assert 50 <= len(reference) <= 150 and all(o.startswith("small") for o in reference["origin"].to_pylist())
+    # a corpus of a few large catalogs still gets a reference, whole catalogs of it
+    table = pa.table({"src": [f"s{i}" for i in range(1000)], "tgt": [f"t{i}" for i in range(1000)],
+                      "origin": [f"cat{i // 50}" for i in range(1000)]})  # 20 catalogs of 50
+    assert len(split_reference(table, 100, seed=0)[1]) in (100, 150)
 
 
 def test_a_builtin_encoder_without_reference_pairs_is_incomplete(tmp_path):
