@@ -507,21 +507,21 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
     t0 = time.perf_counter()
     scorer.score(src, tgt)
     out["pairs_per_second"] = round(len(src) / (time.perf_counter() - t0), 1)  # the dev set's pairs, one process
-    real, out["near_miss"] = figures(src, tgt, origins, bad, kinds)
-    rules = cleaning_rules(nm)
-    for which in ("old", "ref"):
-        if which in out["near_miss"]:
-            rej = rules | (real < out["near_miss"][which]["threshold"])
-            out[f"rules_plus_classifier_{which}"] = prf(rej, bad) | {"recall_by_kind": recall_by_kind(rej, kinds)}
-    if outdated is not None:
-        o_src, o_tgt, o_origins = outdated["src"].to_pylist(), outdated["tgt"].to_pylist(), outdated["origin"].to_pylist()
-        o_bad, o_kinds = np.asarray(outdated["label"].to_pylist(), dtype=bool), np.asarray(outdated["kind"].to_pylist())
-        o_real, out["outdated"] = figures(o_src, o_tgt, o_origins, o_bad, o_kinds)
-        o_rules = cleaning_rules(outdated)
+
+    def dev_set(table: pa.Table, name: str, prefix: str) -> np.ndarray:
+        """A labelled dev set: the classifier's figures, and the cleaning rules before it (what the main job does)."""
+        t_bad, t_kinds = np.asarray(table["label"].to_pylist(), dtype=bool), np.asarray(table["kind"].to_pylist())
+        real, out[name] = figures(table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist(), t_bad, t_kinds)
+        rules = cleaning_rules(table)
         for which in ("old", "ref"):
-            if which in out["outdated"]:
-                rej = o_rules | (o_real < out["outdated"][which]["threshold"])
-                out[f"rules_plus_classifier_outdated_{which}"] = prf(rej, o_bad) | {"recall_by_kind": recall_by_kind(rej, o_kinds)}
+            if which in out[name]:
+                rej = rules | (real < out[name][which]["threshold"])
+                out[f"rules_plus_classifier_{prefix}{which}"] = prf(rej, t_bad) | {"recall_by_kind": recall_by_kind(rej, t_kinds)}
+        return real
+
+    real = dev_set(nm, "near_miss", "")
+    if outdated is not None:
+        dev_set(outdated, "outdated", "outdated_")
     x, y = enc.encode(src), enc.encode(tgt)
     margin = score_pairs(x, y, origins, FilterConfig().k, seed).real("margin")
     out["margin_plus_classifier"] = calibration_figures(standardise(margin, margin) + standardise(real, real), bad, kinds, max_false_reject)

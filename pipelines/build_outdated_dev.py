@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not 0 < args.share < 1:
         raise checks.UsageError(f"--share: {args.share} is out of range; pass a share in (0, 1), e.g. 0.17")
+    if args.per_catalog < 1:
+        raise checks.UsageError(f"--per-catalog: {args.per_catalog} keeps nothing; pass at least 1, e.g. 40")
     checks.output_file("--output", args.output)
     cache = Path(args.cache)
     sources = sorted(set(source_packages(read_package_list(Path(args.packages))).values()) - set(SKIP_SOURCES))

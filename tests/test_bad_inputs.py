@@ -195,6 +195,8 @@ CATALOGUE = [
          "{new_out}/nm.parquet", culprit="--share", absent="new_out"),
     case("build-outdated-dev-share-over-one", "pipelines/build_outdated_dev.py", "--share", "1.5", "--output",
          "{new_out}/od.parquet", culprit="--share", absent="new_out"),
+    case("build-outdated-dev-per-catalog-zero", "pipelines/build_outdated_dev.py", "--per-catalog", "0", "--output",
+         "{new_out}/od.parquet", culprit="--per-catalog", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))

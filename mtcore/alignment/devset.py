@@ -27,6 +27,7 @@ import logging
 import re
 import unicodedata
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -169,8 +170,6 @@ def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
     """(origin, entries with fuzzy ones) for each readable Vietnamese .po of a source package unpacked under `root`;
     origin `SOURCE/DIR` (`dpkg/po`, `gimp/po-plug-ins`; KDE's `po/vi/okular.po`: `okular/po/okular`), the
     tarball's top folder (name-version) left out."""
-    from pathlib import Path
-
     from mtcore.data.catalogs import CatalogError, read_po
 
     out = []
