@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
             failed[source] = why
         catalogs += source_catalogs(source, cache / source, files)
         progress_line(f"[{i}/{len(sources)}] {source}: {len(files)} vi.po")
+    if not catalogs:  # never write an empty set over the shipped one
+        why = f" (e.g. {next(iter(failed.items()))[1]})" if failed else ""
+        raise checks.UsageError(f"no Vietnamese source catalog was fetched from {len(sources)} source packages{why}; "
+                                "`apt-get source` needs a `deb-src` line beside the `deb` one in apt's sources, then `apt-get update`")
     dev = build_outdated_dev(catalogs, args.share, args.per_catalog, args.seed,
                              is_target_language=lambda texts: [looks_vietnamese(t) for t in texts])
     write_parquet(dev, args.output)

@@ -157,3 +157,14 @@ def test_the_shipped_set_is_labelled_as_built_and_held_out_with_dev_and_test(mon
     assert {bad[0]["src"], bad[0]["tgt"]} <= held and pq.read_table(paths.DEV)["src"][0].as_py() in held
     monkeypatch.setattr(paths, "OUTDATED_DEV", tmp_path / "absent.parquet")
     assert bad[0]["src"] not in heldout_texts() or bad[0]["src"] in set(pq.read_table(paths.TEST)["src"].to_pylist())
+
+
+def test_build_outdated_dev_without_any_source_refuses_and_keeps_the_output(tmp_path, capsys):
+    (tmp_path / "packages.txt").write_text("mtcore-no-such-source\n")
+    spec = importlib.util.spec_from_file_location("build_outdated_dev", ROOT / "pipelines/build_outdated_dev.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "outdated.parquet"
+    code = script.main(["--packages", str(tmp_path / "packages.txt"), "--cache", str(tmp_path / "cache"), "--output", str(out)])
+    assert code == 2 and not out.exists()
+    assert "deb-src" in capsys.readouterr().err
