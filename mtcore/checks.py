@@ -24,6 +24,12 @@ def at_least(name: str, value: float | None, low: float) -> None:
         raise UsageError(f"{name}: {value} is out of range; pass a value >= {low:g}")
 
 
+def open_share(name: str, value: float, example: float = 0.17) -> None:
+    """A share strictly between 0 and 1 (nan fails too; a negative share misaligned every row)."""
+    if not 0 < value < 1:
+        raise UsageError(f"{name}: {value} is out of range; pass a share in (0, 1), e.g. {example:g}")
+
+
 def one_of(name: str, value: str, choices: Iterable[str]) -> None:
     choices = list(choices)
     if value not in choices:

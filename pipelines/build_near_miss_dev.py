@@ -38,8 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not 0 < args.share < 1:  # nan fails too; a negative share misaligned every row
-        raise checks.UsageError(f"--share: {args.share} is out of range; pass a share in (0, 1), e.g. 0.17")
+    checks.open_share("--share", args.share)
     checks.output_file("--output", args.output)
     cols = ["src", "tgt", "origin", "id"]
     table = quick_clean(pa.concat_tables([read_corpus(p).select(cols) for p in (TEST, DEV)]))

@@ -20,10 +20,10 @@ from collections import Counter
 from pathlib import Path
 
 from mtcore import checks
-from mtcore.alignment.devset import SKIP_SOURCES, build_outdated_dev, source_catalogs
+from mtcore.alignment.devset import outdated_dev_from_packages
 from mtcore.console import add_common_options, progress_line
 from mtcore.data.corpus import write_parquet
-from mtcore.data.corpus_build import looks_vietnamese, read_package_list, source_packages, source_vi_catalogs
+from mtcore.data.corpus_build import read_package_list
 from mtcore.data.paths import DATA_DIR, OUTDATED_DEV
 from mtcore.errors import entry_point
 
@@ -44,26 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 @entry_point
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not 0 < args.share < 1:
-        raise checks.UsageError(f"--share: {args.share} is out of range; pass a share in (0, 1), e.g. 0.17")
-    if args.per_catalog < 1:
-        raise checks.UsageError(f"--per-catalog: {args.per_catalog} keeps nothing; pass at least 1, e.g. 40")
+    checks.open_share("--share", args.share)
+    checks.at_least("--per-catalog", args.per_catalog, 1)
     checks.output_file("--output", args.output)
-    cache = Path(args.cache)
-    sources = sorted(set(source_packages(read_package_list(Path(args.packages))).values()) - set(SKIP_SOURCES))
-    catalogs, failed = [], {}
-    for i, source in enumerate(sources, 1):
-        files, why = source_vi_catalogs(source, cache)
-        if why:
-            failed[source] = why
-        catalogs += source_catalogs(source, cache / source, files)
-        progress_line(f"[{i}/{len(sources)}] {source}: {len(files)} vi.po")
-    if not catalogs:  # never write an empty set over the shipped one
-        why = f" (e.g. {next(iter(failed.items()))[1]})" if failed else ""
-        raise checks.UsageError(f"no Vietnamese source catalog was fetched from {len(sources)} source packages{why}; "
-                                "`apt-get source` needs a `deb-src` line beside the `deb` one in apt's sources, then `apt-get update`")
-    dev = build_outdated_dev(catalogs, args.share, args.per_catalog, args.seed,
-                             is_target_language=lambda texts: [looks_vietnamese(t) for t in texts])
+    dev, failed = outdated_dev_from_packages(read_package_list(Path(args.packages)), Path(args.cache), args.share,
+                                             args.per_catalog, args.seed, progress=progress_line)
     write_parquet(dev, args.output)
     bad = [o for o, label in zip(dev["origin"].to_pylist(), dev["label"].to_pylist()) if label]
     print(f"{len(dev)} pairs, {len(bad)} outdated translations from {len(set(bad))} catalogs "

@@ -182,3 +182,29 @@ def source_catalogs(source: str, root, po_files) -> list[tuple[str, list]]:
         except CatalogError as err:  # a broken catalog of one package is no reason to stop: say so and go on
             log.warning("skipped %s", err)
     return out
+
+
+def outdated_dev_from_packages(packages: list[str], cache: Path, share: float = 0.17, per_catalog: int = 40,
+                               seed: int = 0, progress=None) -> tuple[pa.Table, dict[str, str]]:
+    """`build_outdated_dev` on the source catalogs of binary `packages` (fetched into `cache` once, see
+    `mtcore.data.corpus_build.source_vi_catalogs`); returns (the set, {source package: why it was not fetched}).
+    `progress(line)` hears one line per source package. Nothing fetched at all is a `UsageError` naming the fix."""
+    from mtcore.checks import UsageError
+    from mtcore.data.corpus_build import looks_vietnamese, source_packages, source_vi_catalogs
+
+    sources = sorted(set(source_packages(packages).values()) - set(SKIP_SOURCES))
+    catalogs, failed = [], {}
+    for i, source in enumerate(sources, 1):
+        files, why = source_vi_catalogs(source, cache)
+        if why:
+            failed[source] = why
+        catalogs += source_catalogs(source, cache / source, files)
+        if progress is not None:
+            progress(f"[{i}/{len(sources)}] {source}: {len(files)} vi.po")
+    if not catalogs:  # never write an empty set over the shipped one
+        why = f" (e.g. {next(iter(failed.values()))})" if failed else ""
+        raise UsageError(f"no Vietnamese source catalog was fetched from {len(sources)} source packages{why}; "
+                         "`apt-get source` needs a `deb-src` line beside the `deb` one in apt's sources, then `apt-get update`")
+    dev = build_outdated_dev(catalogs, share, per_catalog, seed,
+                             is_target_language=lambda texts: [looks_vietnamese(t) for t in texts])
+    return dev, failed
