@@ -1,8 +1,9 @@
 """What the default calibration rejects on the embedded corpus that the old one kept (issue 21).
 
 Scores a sample of whole catalogs of data/raw/parallel.parquet, decides with the old
-(`calibration="random"`), the near-miss (`"near_miss"`) and the default (`"reference"`) rule,
-and prints the kept shares and a random sample of pairs only the default rejects, to judge by eye.
+(`calibration="random"`), the near-miss (`"near_miss"`) and the reference rules (`"reference"`,
+`reference_rule` fewest_errors and budget, the default), and prints the kept shares and a random
+sample of pairs that the default rejects and fewest_errors (the previous default) kept, to judge by eye.
 
     python benchmarks/align_newly_rejected.py [--rows 20000] [--show 20] [--seed 0] [--encoder builtin]
 """
@@ -51,12 +52,17 @@ def main(argv=None) -> int:
     print(f"load average {[round(v, 2) for v in os.getloadavg()]}; {len(table)} pairs from {len(set(table['origin'].to_pylist()))} catalogs; {timing}")
     scores_near = score_corpus(table, replace(base, calibration="near_miss"), use_ray=False)[0]
     values = scores_ref.real(args.score)
-    for cal, scores in (("random", scores_ref), ("near_miss", scores_near), ("reference", scores_ref)):
-        c = calibrate(scores, replace(base, calibration=cal))
-        rej[cal] = values < c["threshold"]
-        print(f"  {cal:9s} threshold {c['threshold']:.3f}  est. noise {c['estimated_misaligned_share']:.3f}  kept {100 * (1 - rej[cal].mean()):.2f} %  ({c['method']})")
-    only_new = np.flatnonzero(rej[base.calibration] & ~rej["random"])
-    print(f"  rejected by the default ({base.calibration}) rule only: {len(only_new)}; a random {min(args.show, len(only_new))}:")
+    rules = (("random", scores_ref, {}), ("near_miss", scores_near, {}),
+             ("reference", scores_ref, {"reference_rule": "fewest_errors"}), ("reference", scores_ref, {"reference_rule": "budget"}))
+    for cal, scores, extra in rules:
+        c = calibrate(scores, replace(base, calibration=cal, **extra))
+        key = (cal, *extra.values())
+        rej[key] = values < c["threshold"]
+        print(f"  {' '.join(key):25s} threshold {c['threshold']:.3f}  est. noise {c['estimated_misaligned_share']:.3f}  kept {100 * (1 - rej[key].mean()):.2f} %  ({c['method']})")
+    default = (base.calibration, base.reference_rule) if base.calibration == "reference" else (base.calibration,)
+    only_new = np.flatnonzero(rej[default] & ~rej[("reference", "fewest_errors")])
+    print(f"  rejected by the default ({' '.join(default)}) rule and not by reference fewest_errors (the default before "
+          f"2026-11-28): {len(only_new)}; a random {min(args.show, len(only_new))}:")
     src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     for i in np.random.default_rng(args.seed).choice(only_new, size=min(args.show, len(only_new)), replace=False):
         print(f"  | {origin[i]} | {src[i][:90]!r} | {tgt[i][:90]!r} | {values[i]:.3f} |")

@@ -186,6 +186,8 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_r
             if ref is not None:
                 t_ref, share, _, _ = reference_threshold(real, mis, reference_in(x, y, ref)[name], max_false_reject)
                 row[f"{name}_ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4)}
+                t_b, share, _, _ = reference_threshold(real, mis, reference_in(x, y, ref)[name], max_false_reject, rule="budget")
+                row[f"{name}_budget"] = prf(real < t_b, bad) | {"threshold": round(t_b, 4), "estimated_share": round(share, 4)}
         ls = length_score(src, tgt)
         partner = misaligned_partners(origins, len(src), seed)
         ls_mis = length_score(src, [tgt[j] for j in partner])
@@ -287,6 +289,8 @@ def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, ma
         if ref is not None and len(ref):
             t_ref, share, est, _ = reference_threshold(real, mis, ref, max_false_reject)
             out["ref"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_ref, kinds)}
+            t_b, share, est, _ = reference_threshold(real, mis, ref, max_false_reject, rule="budget")
+            out["budget"] = prf(real < t_b, bad) | {"threshold": round(t_b, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_b, kinds)}
     out["hindsight"] = prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": recall_by_kind(real < t_best, kinds)}
     return out
 
@@ -310,7 +314,7 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     # What the main job does: the cleaning rules, then the filter (default score), OLD vs NEW calibration.
     name = FilterConfig().score
     real = scores.real(name)
-    for which in ("old", "new", "ref"):
+    for which in ("old", "new", "ref", "budget"):
         if which not in out[name]:
             continue
         rej = rules | (real < out[name][which]["threshold"])
@@ -513,7 +517,7 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         t_bad, t_kinds = np.asarray(table["label"].to_pylist(), dtype=bool), np.asarray(table["kind"].to_pylist())
         real, out[name] = figures(table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist(), t_bad, t_kinds)
         rules = cleaning_rules(table)
-        for which in ("old", "ref"):
+        for which in ("old", "ref", "budget"):
             if which in out[name]:
                 rej = rules | (real < out[name][which]["threshold"])
                 out[f"rules_plus_classifier_{prefix}{which}"] = prf(rej, t_bad) | {"recall_by_kind": recall_by_kind(rej, t_kinds)}
@@ -726,7 +730,7 @@ def print_near_miss(title: str, m: dict, fmt) -> None:
     for name in ("cosine", "margin"):
         c = m[name]
         print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
-        for which in ("old", "new", "ref", "hindsight"):
+        for which in ("old", "new", "ref", "budget", "hindsight"):
             if which not in c:
                 continue
             r = c[which]
@@ -760,7 +764,7 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt, outdated:
             continue
         r = c[name]
         print(f"  {name:22s} AUC {r['roc_auc']:.3f}")
-        for which in ("old", "new", "ref", "hindsight"):
+        for which in ("old", "new", "ref", "budget", "hindsight"):
             if which in r:
                 extra = f" est. noise {r[which]['estimated_share']:.3f}" if "estimated_share" in r[which] else ""
                 print(f"    {which:9s} {fmt(r[which])}  t={r[which]['threshold']:.3f}{extra}  recall by kind {r[which]['recall_by_kind']}")
@@ -770,10 +774,10 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt, outdated:
     for k in (k for k in c if k.startswith("rules_plus_classifier_")):
         print(f"  cleaning rules + classifier {k.removeprefix('rules_plus_classifier_').upper():12s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
     for k, r in c["noise_share"].items():
-        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "union_ref", "hindsight") if w in r)
+        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "budget", "union_ref", "hindsight") if w in r)
         print(f"  noise {k:13s} {r['pairs']} pairs, {100 * r['true_share']:4.1f} % bad, AUC {r['roc_auc']:.3f}:  {cols}")
     for k, r in c["planted"].items():
-        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "union_ref", "hindsight") if w in r)
+        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "budget", "union_ref", "hindsight") if w in r)
         print(f"  planted {k:15s} AUC {r['roc_auc']:.3f}  {cols}")
     return c
 
@@ -822,6 +826,7 @@ def main(argv=None) -> int:
     res["reference_pairs"] = n_ref
     print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = fewest errors against {n_ref} known-good "
           f"pairs (the encoder's held-out catalogs; the default), at most {args.max_false_reject:g} of them rejected; "
+          "BUDGET = the same pairs' false-reject quantile (the most recall within the budget); "
           "hindsight = the best threshold at that false-reject rate")
     fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
     outdated = pq.read_table(OUTDATED_DEV) if OUTDATED_DEV.exists() else None
@@ -836,7 +841,7 @@ def main(argv=None) -> int:
         res["noise_share"] = ns = bench_noise_share(enc, dev_catalogs, args.seed, args.max_false_reject, ref)
         print("== does the threshold follow the noise share? held-out catalogs with outdated (fuzzy) or shifted (neighbour) targets, margin")
         for k, c in ns.items():
-            cols = "  ".join(f"{w.upper()} R {c[w]['recall']:.3f} FR {100 * c[w]['false_reject']:.1f} %" for w in ("old", "new", "ref", "hindsight") if w in c)
+            cols = "  ".join(f"{w.upper()} R {c[w]['recall']:.3f} FR {100 * c[w]['false_reject']:.1f} %" for w in ("old", "new", "ref", "budget", "hindsight") if w in c)
             print(f"  {k:13s} {c['pairs']} pairs, {100 * c['true_share']:4.1f} % bad, AUC {c['roc_auc']:.3f}:  {cols}")
         if args.nmt:
             res["dual_xent"] = dx = bench_dual_xent(enc, nm, *args.nmt, args.seed, args.max_false_reject)
@@ -864,7 +869,7 @@ def main(argv=None) -> int:
         la = row["anchor_length"]
         for name in ("cosine", "margin"):
             cols = " | ".join(f"{w} {fmt(row[key])} (t={row[key]['threshold']:.3f})"
-                              for w, key in (("OLD", name), ("NEW", f"{name}_new"), ("REF", f"{name}_ref")) if key in row)
+                              for w, key in (("OLD", name), ("NEW", f"{name}_new"), ("REF", f"{name}_ref"), ("BUDGET", f"{name}_budget")) if key in row)
             print(f"  {kind:15s} {name:6s} {cols}   length-ratio anchor F1 {la['f1']:.3f}")
 
     if args.skip_documents:

@@ -147,7 +147,7 @@ def test_align_filter_cli(encoder_dir, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "rejected: low_cosine" in out and "threshold" in out and "estimated noise share" in out
     assert "100 distinct pairs are too few for the margin" in err  # a 100-pair corpus is scored by cosine
-    assert "(reference: fewest expected errors with 100 known-good pairs' scores" in out
+    assert "(reference: 100 known-good pairs' scores as the good distribution" in out and "at most 0.03 of them (budget)" in out
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["reconciled"] and report["calibration"]["max_false_reject"] == 0.03
     assert _run_script("pipelines/align_filter.py", argv) == 0
@@ -519,6 +519,40 @@ def test_the_random_pair_floor_applies_where_the_score_separates_and_is_said_whe
     real = np.concatenate([good[:1800], bad[:200]])
     t, _, est_fr, t_random = reference_threshold(real, bad[200:], good[1800:], max_false_reject=0.0001)
     assert separation(good, bad) > 0.75 and t == t_random and est_fr > 0.0001
+
+
+def test_the_budget_rule_spends_the_false_reject_budget_where_fewest_errors_keeps_overlapping_noise():
+    """Near misses that overlap the good pairs (real noise: AUC about 0.8) are all kept by the fewest-errors rule;
+    the budget rule rejects below the known-good pairs' 2 % quantile, and loses about 2 % of unseen good pairs."""
+    from mtcore.alignment.calibration import reference_threshold
+
+    rng = np.random.default_rng(1)
+    good, near, mis = rng.normal(1.0, 0.5, 30_000), rng.normal(0.5, 0.5, 1_500), rng.normal(-2.0, 0.5, 3_000)
+    real, ref, unseen = np.concatenate([good[:12_000], near]), good[12_000:16_000], good[16_000:]
+    t_few = reference_threshold(real, mis, ref, 0.02, rule="fewest_errors")[0]
+    t_bud, share, est_fr, _ = reference_threshold(real, mis, ref, 0.02, rule="budget")
+    assert (ref < t_bud).mean() <= 0.02 < (ref <= t_bud).mean() + 1e-9  # the highest threshold within the budget
+    assert est_fr == pytest.approx((ref < t_bud).mean())
+    assert 0.01 <= (unseen < t_bud).mean() <= 0.03
+    caught_few, caught_bud = (near < t_few).mean(), (near < t_bud).mean()
+    assert caught_bud > 2 * caught_few and caught_bud > 0.1  # measured: 0.15 vs 0.05
+    assert 0.0 < share < 1_500 / len(real)  # a lower bound on the noise share
+    with pytest.raises(ValueError, match="reference rule: one of"):
+        reference_threshold(real, mis, ref, 0.02, rule="quantile")
+
+
+def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path):
+    with pytest.raises(FilterError, match=r"--reference-rule: one of \['budget', 'fewest_errors'\], not 'median'"):
+        FilterConfig(reference_rule="median")
+    with pytest.raises(FilterError, match="--reference-rule choose"):
+        FilterConfig(threshold=0.5, reference_rule="fewest_errors")
+    table, _ = corpus_with_misalignments(10, start=700)
+    for rule in ("budget", "fewest_errors"):
+        cfg = FilterConfig(encoder=encoder_dir, score="margin", reference=_reference(tmp_path), reference_rule=rule)
+        cal = calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)
+        assert cal["reference_rule"] == rule and f"({rule})" in cal["method"]
+    cfg = FilterConfig(encoder=encoder_dir, score="margin", calibration="random")
+    assert calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)["reference_rule"] is None
 
 
 def test_copies_of_a_good_pair_share_its_score_and_are_kept(encoder_dir, tmp_path):

@@ -115,8 +115,11 @@ def near_miss_threshold(real: np.ndarray, misaligned: np.ndarray, near: np.ndarr
     return max(min(t, cap), t_random), share, est, t_random
 
 
+REFERENCE_RULES = ("budget", "fewest_errors")
+
+
 def reference_threshold(real: np.ndarray, misaligned: np.ndarray, reference: np.ndarray,
-                        max_false_reject: float = MAX_FALSE_REJECT) -> tuple[float, float, float, float]:
+                        max_false_reject: float = MAX_FALSE_REJECT, rule: str = "fewest_errors") -> tuple[float, float, float, float]:
     """(threshold, π below it, estimated false rejects, random-rule threshold).
 
     The reference (known-good) pairs' scores give the good pairs' distribution F_good, measured rather
@@ -129,6 +132,12 @@ def reference_threshold(real: np.ndarray, misaligned: np.ndarray, reference: np.
     share. t is the best such point among those rejecting at most `max_false_reject` of the reference,
     and never below the random-pair rule's (random noise is always worth removing).
 
+    rule "budget" spends the false-reject budget instead (Neyman–Pearson: the most bad pairs caught with at
+    most `max_false_reject` of the good ones lost): t is the highest score below which at most that share of
+    the reference lies, its `max_false_reject` quantile. Fewest errors weighs a lost good pair as much as a
+    kept bad one, so where near misses overlap the good pairs (real noise) it keeps them all; the budget rule
+    rejects the lowest-scoring `max_false_reject` of good-looking pairs whatever the corpus, a clean one too.
+
     π is the share of the corpus below t beyond the expected false rejects: π ≥ (F_real(t) − FR)/(1 − FR),
     a lower bound on the noise share (noise that scores like good pairs cannot be counted). The random-pair
     floor applies only where the score tells the reference from random pairs (`MIN_RANDOM_AUC`)."""
@@ -140,7 +149,12 @@ def reference_threshold(real: np.ndarray, misaligned: np.ndarray, reference: np.
         cands = np.unique(np.concatenate([real, reference]))  # t = cands[i] rejects the scores below it
         f_real = np.searchsorted(np.sort(real), cands) / len(real)
         f_good = np.searchsorted(np.sort(reference), cands) / len(reference)
-        gain = np.where(f_good <= max_false_reject, f_real - 2.0 * f_good, -np.inf)
+        if rule == "budget":
+            gain = np.where(f_good <= max_false_reject, cands, -np.inf)  # the highest t within the budget
+        elif rule == "fewest_errors":
+            gain = np.where(f_good <= max_false_reject, f_real - 2.0 * f_good, -np.inf)
+        else:
+            raise ValueError(f"reference rule: one of {REFERENCE_RULES}, not {rule!r}")
         t = max(float(cands[int(np.argmax(gain))]), float(t_random))
     est_fr = float((reference < t).mean()) if len(reference) else 0.0
     below = float((real < t).mean()) if len(real) else 0.0

@@ -20,11 +20,12 @@
    the data itself, by `calibration` (the rules are in `calibration.py`):
    - "reference" (default): the scores of pairs known to be good (`reference`, or the
      encoder's own `reference.parquet`: the built-in encoder holds out whole catalogs for
-     this), scored as if they were rows of the corpus, are the good pairs' distribution; the
-     threshold has the fewest expected errors against it and rejects at most
-     `max_false_reject` of them. It assumes nothing about the noise share or the kind of
-     noise: a score band goes where most of the corpus's pairs in it cannot be good.
-     Without reference pairs, "near_miss".
+     this), scored as if they were rows of the corpus, are the good pairs' distribution.
+     `reference_rule` "budget" (default): the threshold is their `max_false_reject` quantile,
+     the most noise caught with that share of good pairs lost; "fewest_errors": the fewest
+     expected errors against them, within the same budget (keeps near misses that overlap
+     good pairs). Neither assumes a noise share or a kind of noise. Without reference pairs,
+     "near_miss".
    - "near_miss": the near-miss pairs stand in for the bad pairs' scores; the noise share
      π is estimated from the corpus (`near_miss_share`) and the good pairs' distribution
      is what remains of the corpus's once π·bad is taken out. Capped and floored (see
@@ -58,6 +59,7 @@ from mtcore.alignment import negatives
 from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmarks and users import them from here
     MAX_FALSE_REJECT,
     MIN_RANDOM_AUC,
+    REFERENCE_RULES,
     auto_threshold,
     false_reject_threshold,
     misaligned_share,
@@ -100,6 +102,7 @@ class FilterConfig:
     seed: int = 0  # for the misaligned calibration pairs
     calibration: str = "reference"  # or "near_miss", "random" (module docstring; measured in RESULTS.md, issue 21)
     max_false_reject: float = MAX_FALSE_REJECT  # target share of good pairs rejected ("reference", "near_miss")
+    reference_rule: str = "budget"  # or "fewest_errors" (calibration.reference_threshold; measured in RESULTS.md, issue 21)
     reference: str = ""  # known-good pairs for "reference" (any corpus format); "": the encoder's reference.parquet
     synthetic_rows: int = 4000  # rows given a partial/swapped target for calibration (encoded once more)
     # score "dual_xent": mtcore checkpoints translating source→target and target→source (dual_xent.py)
@@ -126,6 +129,8 @@ class FilterConfig:
             check_directions(self.nmt_forward, self.nmt_reverse, self.langs)  # names the directory at fault
         if self.calibration not in CALIBRATIONS:
             raise FilterError(f"--calibration: one of {list(CALIBRATIONS)}, not {self.calibration!r}")
+        if self.reference_rule not in REFERENCE_RULES:
+            raise FilterError(f"--reference-rule: one of {list(REFERENCE_RULES)}, not {self.reference_rule!r}")
         if not 0.0 < float(self.max_false_reject) < 0.5:
             raise FilterError(f"--max-false-reject: {self.max_false_reject!r} is out of range; pass a share of good pairs "
                               f"in (0, 0.5), e.g. 0.02")
@@ -137,7 +142,8 @@ class FilterConfig:
             if not np.isfinite(self.threshold):
                 raise FilterError(f"--threshold: {self.threshold!r} is not a finite number")
             given = [name for name, value, default in (("--reference", self.reference, ""), ("--calibration", self.calibration, "reference"),
-                                                       ("--max-false-reject", self.max_false_reject, MAX_FALSE_REJECT))
+                                                       ("--max-false-reject", self.max_false_reject, MAX_FALSE_REJECT),
+                                                       ("--reference-rule", self.reference_rule, "budget"))
                      if value != default]
             if given:  # they choose an automatic threshold: beside a given one they would be ignored
                 raise FilterError(f"{', '.join(given)} choose(s) the threshold under --threshold auto; with --threshold "
@@ -375,10 +381,12 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     if cfg.threshold != "auto":
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
     elif cfg.calibration == "reference" and len(ref):
-        t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject)
-        method = (f"reference: fewest expected errors with {len(ref)} known-good pairs' scores as the good distribution "
-                  f"({scores.ref_source}), at most {cfg.max_false_reject:g} of them rejected; "
-                  f"noise share = corpus below it beyond the expected false rejects (a lower bound)")
+        t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject, cfg.reference_rule)
+        how = ("the highest threshold rejecting at most {fr:g} of them (budget)" if cfg.reference_rule == "budget"
+               else "fewest expected errors against them, at most {fr:g} of them rejected (fewest_errors)")
+        method = (f"reference: {len(ref)} known-good pairs' scores as the good distribution ({scores.ref_source}), "
+                  + how.format(fr=cfg.max_false_reject)
+                  + "; noise share = corpus below it beyond the expected false rejects (a lower bound)")
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
         out |= {"threshold_random_rule": round(t_random, 6) if np.isfinite(t_random) else None,
@@ -403,6 +411,7 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         "estimated_misaligned_share": round(share, 4),
         "estimated_false_reject": round(est_fr, 4) if est_fr is not None else None,
         "max_false_reject": cfg.max_false_reject,
+        "reference_rule": cfg.reference_rule if cfg.threshold == "auto" and cfg.calibration == "reference" and len(ref) else None,
         "misaligned_pairs": "random: targets of other rows of the same origin",
         "misaligned_below_threshold": round(float((mis < t).mean()), 4) if len(mis) else None,
         "near_miss_pairs": {str(k): int(c) for k, c in zip(*np.unique(scores.near_kind, return_counts=True))} if len(near) else {},

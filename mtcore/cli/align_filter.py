@@ -20,9 +20,10 @@ one changed word that a sentence embedding averages away.
 Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent / low_classifier, with scores; empty_side for a pair with an empty side),
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` compares the corpus's scores with those of pairs known to be good
-(`--calibration reference`, the default): it rejects the low-score band where most pairs cannot
-be good, and never more than `--max-false-reject` (2 %) of the known-good ones, unless the random-pair
-rule's threshold, its floor, is higher (a weak encoder: a warning and the report say so). The built-in encoder holds out whole catalogs for this; or pass
+(`--calibration reference`, the default): it rejects what scores below the lowest `--max-false-reject`
+(2 %) of the known-good ones (`--reference-rule budget`; `fewest_errors` rejects only the band where
+most pairs cannot be good), unless the random-pair rule's threshold, its floor, is higher (a weak
+encoder: a warning and the report say so). The built-in encoder holds out whole catalogs for this; or pass
 `--reference FILE` with pairs you trust, from your domain. Without reference pairs it calibrates
 against near misses made from the corpus (`near_miss`); `random` is the first rule (random
 same-catalog pairs; lets most near misses through). The report gives the threshold, how it was
@@ -38,7 +39,7 @@ from pathlib import Path
 from mtcore.data.text_export import FORMATS, export_text
 from mtcore.console import add_common_options
 from mtcore.errors import entry_point
-from mtcore.alignment.filter import CALIBRATIONS, FilterConfig, filter_corpus
+from mtcore.alignment.filter import CALIBRATIONS, REFERENCE_RULES, FilterConfig, filter_corpus
 from mtcore.data.corpus import corpus_argument
 from mtcore.data.ledger import StageReport
 from mtcore.data.paths import RAW_PARALLEL
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="for --threshold auto: reference (fewest errors against known-good pairs), near_miss (near misses made "
                          "from the corpus) or random (the first rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected (default: %(default)s)")
+    ap.add_argument("--reference-rule", default=d.reference_rule, choices=REFERENCE_RULES,
+                    help="for --calibration reference: budget (reject below the known-good pairs' --max-false-reject quantile: the most "
+                         "noise caught for that loss) or fewest_errors (keeps what overlaps good pairs) (default: %(default)s)")
     ap.add_argument("--reference", default=d.reference, metavar="FILE",
                     help="known-good pairs for --calibration reference, any corpus format (default: the encoder's held-out catalogs)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
@@ -87,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args.input = corpus_argument(args.input, home() / "stdin")
     cfg = FilterConfig(encoder=args.encoder, score=args.score, threshold=args.threshold, k=args.k,
                        calibration=args.calibration, max_false_reject=args.max_false_reject, reference=args.reference,
+                       reference_rule=args.reference_rule,
                        nmt_forward=args.nmt[0], nmt_reverse=args.nmt[1], langs=languages_of(args.input, args.langs))
     result = filter_corpus(args.input, args.output, cfg, overwrite=args.overwrite, use_ray=not args.no_ray, track=not args.no_mlflow)
     r = result.report
