@@ -6,9 +6,11 @@
   bad scores; the good scores are what is left of the corpus's once π·near is taken out.
 - `reference_threshold` ("reference"): the good scores are *measured*, on pairs known to be
   good (the built-in encoder keeps whole held-out catalogs for this, `reference.parquet`),
-  scored as if they were rows of the corpus (a spike-in control, as in assays). Fewest expected
-  errors against them, rejecting at most `max_false_reject` of them. No noise share and no
-  model of the bad pairs is needed.
+  scored as if they were rows of the corpus (a spike-in control, as in assays). Rule "budget"
+  (the default): their `max_false_reject` quantile, the most noise caught for that share of good
+  pairs lost (a Neyman–Pearson test; a split-conformal threshold); rule "fewest_errors": the fewest
+  expected errors against them, within the same budget. No noise share and no model of the bad
+  pairs is needed.
 """
 
 from __future__ import annotations
