@@ -825,8 +825,8 @@ def main(argv=None) -> int:
     ref, n_ref = reference_embeddings(args.encoder, enc)
     res["reference_pairs"] = n_ref
     print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = fewest errors against {n_ref} known-good "
-          f"pairs (the encoder's held-out catalogs; the default), at most {args.max_false_reject:g} of them rejected; "
-          "BUDGET = the same pairs' false-reject quantile (the most recall within the budget); "
+          f"pairs (the encoder's held-out catalogs), at most {args.max_false_reject:g} of them rejected (--reference-rule fewest_errors); "
+          "BUDGET = the same pairs' false-reject quantile, the most recall within the budget (the default); "
           "hindsight = the best threshold at that false-reject rate")
     fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
     outdated = pq.read_table(OUTDATED_DEV) if OUTDATED_DEV.exists() else None

@@ -546,6 +546,8 @@ def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path):
         FilterConfig(reference_rule="median")
     with pytest.raises(FilterError, match="--reference-rule choose"):
         FilterConfig(threshold=0.5, reference_rule="fewest_errors")
+    with pytest.raises(FilterError, match="--reference-rule is for --calibration reference; with 'near_miss' it would be ignored"):
+        FilterConfig(calibration="near_miss", reference_rule="fewest_errors")
     table, _ = corpus_with_misalignments(10, start=700)
     for rule in ("budget", "fewest_errors"):
         cfg = FilterConfig(encoder=encoder_dir, score="margin", reference=_reference(tmp_path), reference_rule=rule)

@@ -101,6 +101,9 @@ def test_dry_run_says_the_rungs_the_base_trial_and_the_base_model(ray_local, run
     assert tune_cli.main(["--dry-run", "--scheduler", "fifo", "search.name=mine"]) == 0
     out = capsys.readouterr().out
     assert "scheduler    fifo: every trial runs to its end" in out and "search name mine" in out
+    assert tune_cli.main(["--dry-run", "search.asha.grace_period=50"]) == 0  # between validations (every 100 steps)
+    out = capsys.readouterr().out
+    assert "keeps the best 1/4 at steps 50, 200 (of 500; judged at the validations of steps 100, 200)" in out
 
 
 def test_shipped_configs_load_and_sample_the_same_configs_whatever_the_scheduler():

@@ -148,6 +148,8 @@ class FilterConfig:
             if given:  # they choose an automatic threshold: beside a given one they would be ignored
                 raise FilterError(f"{', '.join(given)} choose(s) the threshold under --threshold auto; with --threshold "
                                   f"{self.threshold:g} it would be ignored")
+        if self.calibration != "reference" and self.reference_rule != "budget":
+            raise FilterError(f"--reference-rule is for --calibration reference; with {self.calibration!r} it would be ignored")
         if self.threshold == "auto" and self.calibration == "random" and self.max_false_reject != MAX_FALSE_REJECT:
             raise FilterError("--max-false-reject is for --calibration reference or near_miss; the random-pair rule "
                               "minimises expected errors and would ignore it")
