@@ -384,11 +384,11 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
     elif cfg.calibration == "reference" and len(ref):
         t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject, cfg.reference_rule)
-        how = ("the highest threshold rejecting at most {fr:g} of them (budget)" if cfg.reference_rule == "budget"
-               else "fewest expected errors against them, at most {fr:g} of them rejected (fewest_errors)")
-        method = (f"reference: {len(ref)} known-good pairs' scores as the good distribution ({scores.ref_source}), "
-                  + how.format(fr=cfg.max_false_reject)
-                  + "; noise share = corpus below it beyond the expected false rejects (a lower bound)")
+        fr = cfg.max_false_reject
+        how = (f"the highest threshold rejecting at most {fr:g} of them (budget)" if cfg.reference_rule == "budget"
+               else f"fewest expected errors against them, at most {fr:g} of them rejected (fewest_errors)")
+        method = (f"reference: {len(ref)} known-good pairs' scores as the good distribution ({scores.ref_source}), {how}; "
+                  "noise share = corpus below it beyond the expected false rejects (a lower bound)")
         if t == t_random:
             method += "; raised to the random-pair rule's threshold (floor)"
         out |= {"threshold_random_rule": round(t_random, 6) if np.isfinite(t_random) else None,
