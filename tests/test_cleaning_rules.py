@@ -58,6 +58,20 @@ CASES = [
     (Untranslated(), "Islas de la Bahía", "Islas de la Bahía", True),
     (Untranslated(), "Hà Nội", "Hà Nội", True),
     (Untranslated(), "Save As", "Save As", False),  # UI words, not a name
+    # code: a copy is its translation (false rejects on wesnoth's man pages, gawk and wget catalogs)
+    (Untranslated(), "B<--validcache>", "B<--validcache>", True),
+    (Untranslated(), "B<-v, --version>", "B<-v, --version>", True),
+    (Untranslated(), "B<allow_remote_shutdown>", "B<allow_remote_shutdown>", True),
+    (Untranslated(), "B<motd>", "B<motd>", True),
+    (Untranslated(), "B<wesnothd> B<-V>", "B<wesnothd> B<-V>", True),
+    (Untranslated(), "[I<tag>]", "[I<tag>]", True),
+    (Untranslated(), "\t-c\t\t\t--traditional\n", "\t-c\t\t\t--traditional\n", True),
+    (Untranslated(), "cwd_count: %d\ncwd_start: %d\n", "cwd_count: %d\ncwd_start: %d\n", True),
+    # ... but English around code is still English
+    (Untranslated(), "B<Save the file>", "B<Save the file>", False),
+    (Untranslated(), "Show --help for options", "Show --help for options", False),
+    (Untranslated(), "Enable auto_save", "Enable auto_save", False),
+    (Untranslated(), "See B<man> page for help", "See B<man> page for help", False),
     (Untranslated(), "Open Recent", "Open Recent", False),
     (Untranslated(), "File not found", "Không tìm thấy tập tin", True),
     # session 16: format codes reordered, one word translated among numbers, a diacritic-less Vietnamese word

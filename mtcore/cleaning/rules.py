@@ -347,6 +347,13 @@ ENGLISH_COMMON = frozenset(
 )
 
 
+# Text that is code, not language: a copy of it is its translation. Perl POD's formatting codes (man pages:
+# "B<--validcache>", "I<tag>"), command-line options ("-v, --version"), identifiers ("allow_remote_shutdown",
+# "cwd_count") and paths ("/usr"). Found as the untranslated rule's false rejects on real catalogs (wesnoth's man
+# pages, gawk, wget: 55 of 59 on data/outdated_dev.parquet's correct pairs, benchmarks/RESULTS.md).
+_POD_CODE = re.compile(r"\b[BICFLSEXZ]<([^<>]*)>")
+_CODE_TOKEN = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b\w*_\w+\b|(?<!\w)/[\w./-]+")
+
 # Lower-case words inside proper names.
 NAME_PARTICLES = frozenset("de del la las los el al an ad ar as az y e i and of the da do das dos du des le les nad pod von van der den di bin ibn".split())
 
@@ -364,7 +371,8 @@ class Untranslated(Rule):
     "%.1f GiB"); and names of up to `max_capitalized_words` words, each capitalised,
     with digits, or a name particle (de, la, and, y…), holding no common English
     word ("GNU General Public License", "New South Wales", "Islas de la Bahía",
-    "Hà Nội", but not "Save As", "Open Recent" or "File not found").
+    "Hà Nội", but not "Save As", "Open Recent" or "File not found"); and code (`_is_code`:
+    "B<--validcache>", "-v, --version", "cwd_count: %d", "B<motd>").
     """
 
     max_name_words: int = 1
@@ -373,6 +381,16 @@ class Untranslated(Rule):
     near_min_words: int = 3
     reason: ClassVar[str] = "untranslated"
     score_key: ClassVar[str] = "overlap"
+
+    @staticmethod
+    def _is_code(text: str, max_cap: int) -> bool:
+        """Options, identifiers, paths and man-page markup only; or, inside man-page markup, up to `max_cap` words
+        none of which is common English (the names a man page sets in bold: "B<motd>", "B<wesnothd> B<-V>")."""
+        unmarked = _POD_CODE.sub(r" \1 ", text)
+        words = re.findall(r"[^\W\d_][\w'’.-]*", _CODE_TOKEN.sub(" ", placeholders.strip(unmarked)))
+        if not words:
+            return True
+        return unmarked != text and len(words) <= max_cap and not any(w.lower() in ENGLISH_COMMON for w in words)
 
     @staticmethod
     def _is_name(text: str, max_name_words: int, max_cap: int) -> bool:
@@ -398,7 +416,8 @@ class Untranslated(Rule):
         name_like = np.zeros(len(batch), dtype=bool)
         idx = np.flatnonzero(identical)
         for i, text in zip(idx, at(src, idx)):
-            name_like[i] = self._is_name(text, self.max_name_words, self.max_capitalized_words)
+            name_like[i] = (self._is_name(text, self.max_name_words, self.max_capitalized_words)
+                            or self._is_code(text, self.max_capitalized_words))
         # Near copies: no Vietnamese letter in the target and enough words to judge, compared on words with letters
         # once placeholders, URLs and e-mail addresses are gone ("%b %e %Y" → "%e %b %Y" localises a date format,
         # "4:3 in 16:9" → "4:3 trong 16:9" translates the one word there is).
