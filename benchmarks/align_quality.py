@@ -13,9 +13,9 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               ~19 % near misses (outdated translation of the most similar other message, neighbour,
               partial, swapped number/option/name). P / R / F1 of the rejects and false rejects
               (share of correct pairs rejected) for the OLD calibration (random pairs, fewest expected
-              errors), the NEW one (near misses made from the corpus, `--max-false-reject`) and REF
-              (the default: fewest errors against the encoder's held-out known-good catalogs), cosine
-              and margin, recall per kind; the best threshold in hindsight at the same false-reject
+              errors), the NEW one (near misses made from the corpus, `--max-false-reject`), REF
+              (fewest errors against the encoder's held-out known-good catalogs) and BUDGET (the
+              default: below their `--max-false-reject` quantile), cosine and margin, recall per kind; the best threshold in hindsight at the same false-reject
               rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
               NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
               project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
@@ -277,7 +277,7 @@ def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, ma
                         near_given: bool = True) -> dict:
     """AUC and the rejects of one score (higher = better aligned) at the best threshold in hindsight with
     `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration;
-    given the reference (known-good) pairs' scores, under the REF calibration (the default)."""
+    given the reference (known-good) pairs' scores, under the REF and BUDGET rules (BUDGET: the default)."""
     from sklearn.metrics import roc_auc_score
 
     good = np.sort(real[~bad])

@@ -353,7 +353,12 @@ def test_reference_calibration_follows_the_noise_share(encoder_dir, tmp_path, n_
     assert 0.5 * n_bad / len(table) <= cal["estimated_misaligned_share"] <= 1.2 * n_bad / len(table) + 0.02
 
 
-def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_dir):
+def test_reference_calibration_without_reference_pairs_uses_near_misses(encoder_dir, caplog):
+    from mtcore.alignment.filter import reference_pairs
+
+    with caplog.at_level("WARNING", logger="mtcore.alignment.filter"):  # a rule the user chose is said to go unused
+        assert reference_pairs(FilterConfig(encoder=encoder_dir, reference_rule="fewest_errors"), encoder_dir) == (None, "")
+    assert "--reference-rule fewest_errors is not used (it needs known-good pairs: pass --reference FILE)" in caplog.text
     table, _ = corpus_with_misalignments()
     cfg = FilterConfig(encoder=encoder_dir, score="cosine")  # a bare encoder directory: no reference.parquet
     assert cfg.calibration == "reference"
@@ -541,7 +546,18 @@ def test_the_budget_rule_spends_the_false_reject_budget_where_fewest_errors_keep
         reference_threshold(real, mis, ref, 0.02, rule="quantile")
 
 
-def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path):
+def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path, monkeypatch):
+    from mtcore.alignment import filter as filter_module
+
+    computed = []  # (rule, threshold) of each reference_threshold call: the threshold reported is the rule's
+
+    def recording(*args, **kwargs):
+        out = real_rule(*args, **kwargs)
+        computed.append((args[4] if len(args) > 4 else kwargs.get("rule", "budget"), out[0]))
+        return out
+
+    real_rule = filter_module.reference_threshold
+    monkeypatch.setattr(filter_module, "reference_threshold", recording)
     with pytest.raises(FilterError, match=r"--reference-rule: one of \['budget', 'fewest_errors'\], not 'median'"):
         FilterConfig(reference_rule="median")
     with pytest.raises(FilterError, match="--reference-rule choose"):
@@ -553,6 +569,7 @@ def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path):
         cfg = FilterConfig(encoder=encoder_dir, score="margin", reference=_reference(tmp_path), reference_rule=rule)
         cal = calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)
         assert cal["reference_rule"] == rule and f"({rule})" in cal["method"]
+        assert computed[-1] == (rule, pytest.approx(cal["threshold"], abs=1e-6))
     cfg = FilterConfig(encoder=encoder_dir, score="margin", calibration="random")
     assert calibrate(filter_table(table, cfg, use_ray=False)[3], cfg)["reference_rule"] is None
 

@@ -121,7 +121,7 @@ REFERENCE_RULES = ("budget", "fewest_errors")
 
 
 def reference_threshold(real: np.ndarray, misaligned: np.ndarray, reference: np.ndarray,
-                        max_false_reject: float = MAX_FALSE_REJECT, rule: str = "fewest_errors") -> tuple[float, float, float, float]:
+                        max_false_reject: float = MAX_FALSE_REJECT, rule: str = "budget") -> tuple[float, float, float, float]:
     """(threshold, π below it, estimated false rejects, random-rule threshold).
 
     The reference (known-good) pairs' scores give the good pairs' distribution F_good, measured rather

@@ -606,7 +606,7 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
 
     path = Path(cfg.reference) if cfg.reference else Path(spec) / REFERENCE_FILE
     if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
-        log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead", path)
+        log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead%s", path, _rule_unused(cfg))
         return None, ""
     table = (read_corpus(path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1]) if cfg.reference
              else read_corpus(path) if encoder_reference(path.parent) else None)  # an encoder's may be empty
@@ -618,9 +618,16 @@ def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]
         message = f"{path}: {0 if table is None else len(table)} reference pairs; at least {MIN_REFERENCE_PAIRS} are needed"
         if cfg.reference:
             raise FilterError(message)
-        log.warning("%s: calibrating on near misses made from the corpus instead", message)
+        log.warning("%s: calibrating on near misses made from the corpus instead%s", message, _rule_unused(cfg))
         return None, ""
     return table, str(path)
+
+
+def _rule_unused(cfg: FilterConfig) -> str:
+    """What the fallback to near misses leaves out: a reference rule the user chose (the default cannot be told apart)."""
+    if cfg.reference_rule == "budget":
+        return ""
+    return f"; --reference-rule {cfg.reference_rule} is not used (it needs known-good pairs: pass --reference FILE)"
 
 
 def check_encoder_languages(spec: str, langs: tuple[str, str]) -> None:

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--score", default=d.score, choices=SCORES)
     ap.add_argument("--threshold", default=d.threshold, help="'auto' or a number (default: %(default)s)")
     ap.add_argument("--calibration", default=d.calibration, choices=CALIBRATIONS,
-                    help="for --threshold auto: reference (fewest errors against known-good pairs), near_miss (near misses made "
+                    help="for --threshold auto: reference (known-good pairs, by --reference-rule), near_miss (near misses made "
                          "from the corpus) or random (the first rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected (default: %(default)s)")
     ap.add_argument("--reference-rule", default=d.reference_rule, choices=REFERENCE_RULES,
