@@ -1,6 +1,6 @@
 """Does the default search find a better model than the default job, at the same per-trial budget?
 
-    python benchmarks/tune_vs_default.py                  # the default search vs the default job, 3 minutes each
+    python benchmarks/tune_vs_default.py                  # the default search vs the default job, about 4.5 minutes each
     python benchmarks/tune_vs_default.py --num-samples 8
     python benchmarks/tune_vs_default.py --fifo           # and the same 12 configurations without early stopping
 
@@ -11,7 +11,7 @@ pairs with the same beam (the search's `job.test_limit` and `job.test_beam`), on
 corpus, cleaned once. Goal (issue 17): the search's best trial beats the default job's test BLEU.
 Runs in its own MLflow store; the cleaned corpus and tokenizer of the workspace are reused.
 
-The default search bounds its trials by training steps (500), so that two runs of one configuration
+The default search bounds its trials by training steps (800), so that two runs of one configuration
 do the same work whatever the machine's load; the anchor gets the same bound. `--max-steps N` changes
 it (a search bounded by minutes gets twice its minutes as a cap, which keeps `preset: auto`'s
 choice). `--fifo` first runs the same configurations (same seed) to the

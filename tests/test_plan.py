@@ -243,7 +243,7 @@ def test_a_search_re_picks_auto_for_its_trial_budget():
     from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, base_point
 
     default = TuneJob.load(DEFAULT_SEARCH)
-    assert default.base.run.model.d_model == 64 and "tiny" in default.base.preset_note  # 500-step trials, 6 min at most
+    assert default.base.run.model.d_model == 64 and "tiny" in default.base.preset_note  # 800-step trials, 6 min at most
     longer = TuneJob.load(DEFAULT_SEARCH, ["train.time_budget_min=12"])
     assert longer.base.run.model.d_model == 128 and longer.base.run.train.time_budget_min == 12
     assert default.search.start_from_base and base_point(default)["train"]["lr_scale"] == default.base.run.train.lr_scale

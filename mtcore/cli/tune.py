@@ -1,6 +1,6 @@
 """Search Transformer hyperparameters with Ray Tune; every trial is a Ray Train DDP run tracked in MLflow.
 
-    python experiments/tune_transformer.py                                  # 12 trials of 500 steps around the default, ASHA
+    python experiments/tune_transformer.py                                  # 12 trials of 800 steps around the default, ASHA
     python experiments/tune_transformer.py train.max_steps=0 train.time_budget_min=15  # 15-minute trials: auto re-picks mini
     python experiments/tune_transformer.py --num-samples 8 --scheduler fifo --time-budget 30
     python experiments/tune_transformer.py --search optuna                  # needs: pip install 'mtcore[optuna]'
