@@ -15,8 +15,8 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               (share of correct pairs rejected) for the OLD calibration (random pairs, fewest expected
               errors), the NEW one (near misses made from the corpus, `--max-false-reject`), REF
               (fewest errors against the encoder's held-out known-good catalogs) and BUDGET (the
-              default: below their `--max-false-reject` quantile), cosine and margin, recall per kind; the best threshold in hindsight at the same false-reject
-              rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
+              default: below their `--max-false-reject` quantile), cosine and margin, recall per
+              kind; the best threshold in hindsight at the same false-reject rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
               NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
               project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
               The same figures on data/outdated_dev.parquet (pipelines/build_outdated_dev.py): real

@@ -78,11 +78,10 @@ def describe_scheduler(tj: TuneJob) -> str:
     at = ", ".join(f"{x:,}" for x in rungs) + (" …" if r < max_t and len(rungs) == 8 else "")
     # Trials report at validations only: a rung between two is judged on the next one's figures (the last
     # step always validates); with validate_every 0 they validate at the end of each epoch.
-    v = t.validate_every
-    judged = [min(-(-x // v) * v, t.max_steps or 10**18) for x in rungs] if v else rungs
-    when = f"; judged at the validations of steps {', '.join(f'{x:,}' for x in judged)}" if judged != rungs else ""
-    if not v:
-        when = "; judged at the validation that ends each epoch"
+    v, when = t.validate_every, "; judged at the validation that ends each epoch"
+    if v:
+        judged = [min(-(-x // v) * v, t.max_steps or 10**18) for x in rungs]
+        when = f"; judged at the validations of steps {', '.join(f'{x:,}' for x in judged)}" if judged != rungs else ""
     return (f"asha on {a.metric}: keeps the best 1/{a.reduction_factor} at steps {at}"
             + (f" (of {t.max_steps:,}{when})" if t.max_steps else f" (runs end on their time budget{when})"))
 
