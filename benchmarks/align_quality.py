@@ -16,9 +16,9 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               errors), the NEW one (near misses made from the corpus, `--max-false-reject`), REF
               (fewest errors against the encoder's held-out known-good catalogs) and BUDGET (the
               default: below their `--max-false-reject` quantile), cosine and margin, recall per
-              kind; the best threshold in hindsight at the same false-reject rate; OpusFilter-style offline baselines (re-implemented here: LengthRatioFilter,
-              NonZeroNumeralsFilter, TerminalPunctuationFilter with OpusFilter's defaults) and the
-              project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
+              kind; the best threshold in hindsight at the same false-reject rate; OpusFilter-style
+              offline baselines (re-implemented here: LengthRatioFilter, NonZeroNumeralsFilter,
+              TerminalPunctuationFilter with OpusFilter's defaults) and the project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
               The same figures on data/outdated_dev.parquet (pipelines/build_outdated_dev.py): real
               outdated translations, msgmerge's fuzzy entries of the packages' own source catalogs
               (the new English beside the translation of the old one), among those catalogs' correct pairs.

@@ -351,6 +351,7 @@ ENGLISH_COMMON = frozenset(
 # "B<--validcache>", "I<tag>"), command-line options ("-v, --version"), identifiers ("allow_remote_shutdown",
 # "cwd_count") and paths ("/usr"). Found as the untranslated rule's false rejects on real catalogs (wesnoth's man
 # pages, gawk, wget: 55 of 59 on data/outdated_dev.parquet's correct pairs, benchmarks/RESULTS.md).
+_TEXT_WORD = re.compile(r"[^\W\d_][\w'’.-]*")  # a word that starts with a letter: what the copy rules count
 _POD_CODE = re.compile(r"\b[BICFLSEXZ]<([^<>]*)>")
 _CODE_TOKEN = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b\w*_\w+\b|(?<!\w)/[\w./-]+")
 
@@ -387,14 +388,14 @@ class Untranslated(Rule):
         """Options, identifiers, paths and man-page markup only; or, inside man-page markup, up to `max_cap` words
         none of which is common English (the names a man page sets in bold: "B<motd>", "B<wesnothd> B<-V>")."""
         unmarked = _POD_CODE.sub(r" \1 ", text)
-        words = re.findall(r"[^\W\d_][\w'’.-]*", _CODE_TOKEN.sub(" ", placeholders.strip(unmarked)))
+        words = _TEXT_WORD.findall(_CODE_TOKEN.sub(" ", placeholders.strip(unmarked)))
         if not words:
             return True
         return unmarked != text and len(words) <= max_cap and not any(w.lower() in ENGLISH_COMMON for w in words)
 
     @staticmethod
     def _is_name(text: str, max_name_words: int, max_cap: int) -> bool:
-        words = re.findall(r"[^\W\d_][\w'’.-]*", _LOCALE.sub(" ", placeholders.strip(text)))  # "Argentina (es_AR)" is a name
+        words = _TEXT_WORD.findall(_LOCALE.sub(" ", placeholders.strip(text)))  # "Argentina (es_AR)" is a name
         if not words or len(words) <= max_name_words:
             return True
         if len(words) > max_cap or not words[0][0].isupper():
