@@ -37,9 +37,10 @@ def train_marian(job, train_data: str, spm_model: str, minutes: float, workers: 
     from mtcore.distributed.ray_training import load_pairs
     from mtcore.nmt.batching import TokenBatchSampler, collate
     from mtcore.nmt.export import marian_config
+    from mtcore.nmt.loss import label_smoothed_loss
     from mtcore.nmt.model import build_model
     from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
-    from mtcore.nmt.training import encode_pairs, label_smoothed_loss, make_optimizer
+    from mtcore.nmt.training import encode_pairs, make_optimizer
 
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(job.run.train.seed)

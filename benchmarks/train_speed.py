@@ -32,7 +32,8 @@ import torch.nn as nn
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.nmt.model import build_model
 from mtcore.nmt.tokenizer import BOS_ID
-from mtcore.nmt.training import label_smoothed_loss, make_optimizer
+from mtcore.nmt.loss import label_smoothed_loss
+from mtcore.nmt.training import make_optimizer
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense, SXM
 

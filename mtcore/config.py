@@ -248,7 +248,7 @@ class TrainConfig:
     len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE
     max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens
     max_len_b: int = 10
-    bf16: bool = True  # autocast to bfloat16 on CUDA (ignored on CPU)
+    bf16: bool = True  # bf16 autocast on CUDA and on CPUs with native bf16 (mtcore.nmt.precision); fp32 elsewhere
     # Checkpoint averaging: the mean of the last `average_last` weight snapshots, `average_every` steps apart,
     # is validated at the end and kept when it beats the last weights on `best_metric` (0 or 1 = off)
     average_last: int = 0

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.nmt.tokenizer import PAD_ID, train_tokenizer
-from mtcore.nmt.training import fit, label_smoothed_loss, make_optimizer, noam_lr, toy_pairs
+from mtcore.nmt.loss import label_smoothed_loss
+from mtcore.nmt.training import fit, make_optimizer, noam_lr, toy_pairs
 
 torch.set_num_threads(1)
 
@@ -53,6 +54,32 @@ def test_label_smoothed_loss_matches_a_hand_computation():
     # the same definition as PyTorch's label_smoothing
     ref = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=PAD_ID, label_smoothing=eps, reduction="sum")
     assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_label_smoothed_loss_gradient_is_autograds(dtype):
+    """The hand-written backward equals autograd through log_softmax, gather and mean, padding included."""
+    g = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(3, 5, 11, generator=g)).to(dtype)
+    target = torch.randint(1, 11, (3, 5), generator=g)
+    target[0, 3:] = PAD_ID
+    target[2, 1:] = PAD_ID
+    eps = 0.2
+    ours = logits.clone().requires_grad_()
+    loss, nll, n = label_smoothed_loss(ours, target, eps)
+    (loss * 0.7 + nll * 0.3).backward()  # both outputs carry gradient
+    ref = logits.clone().requires_grad_()
+    lprobs = ref.float().log_softmax(-1)
+    keep = target != PAD_ID
+    ref_nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[keep].sum()
+    ref_loss = (1 - eps) * ref_nll + eps * -lprobs.mean(-1)[keep].sum()
+    (ref_loss * 0.7 + ref_nll * 0.3).backward()
+    assert n == int(keep.sum()) == 9
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5) and nll.item() == pytest.approx(ref_nll.item(), rel=1e-5)
+    assert ours.grad.dtype == dtype
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(ours.grad.float(), ref.grad.float(), atol=tol, rtol=tol)
+    assert ours.grad[0, 3:].abs().sum() == 0  # padding gets no gradient
 
 
 @pytest.mark.parametrize("step, warmup, d_model, scale", [(1, 4000, 512, 1.0), (4000, 4000, 512, 1.0), (10000, 4000, 512, 2.0), (50, 100, 64, 0.5)])

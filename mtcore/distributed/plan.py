@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.errors import MtcoreError
+from mtcore.nmt.precision import precision_label
 
 
 class PlanError(MtcoreError, ValueError):
@@ -132,7 +133,7 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
         approx = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min * _CPU_BATCH / tokens)
     return TrainingPlan(
         workers=workers, use_gpu=use_gpu, cpus=cpus, gpus=gpus, backend="nccl" if use_gpu else "gloo",
-        precision="bf16 autocast" if use_gpu and t.bf16 else "fp32", max_tokens=t.max_tokens,
+        precision=precision_label(use_gpu, t.bf16), max_tokens=t.max_tokens,
         accumulation=t.accumulation, model=shape, params=count_parameters(job), preset_note=job.preset_note,
         budget_min=t.time_budget_min, expected_steps=expected, warmup=t.warmup, max_steps=t.max_steps,
         approx_steps=approx,

@@ -113,7 +113,14 @@ class MultiHeadAttention(nn.Module):
             y = self._attend_with_weights(q, k, v, mask, causal)
         else:
             p = self.dropout if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
+            if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+                # The CPU's bf16 attention kernels ran ~10x slower than fp32 here (its backward above all:
+                # RESULTS.md, "bf16 on the CPU"); the projections around them stay bf16.
+                with torch.autocast("cpu", enabled=False):
+                    y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=p,
+                                                       is_causal=causal).to(q.dtype)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, d_model)
 
     def _attend_with_weights(self, q, k, v, mask, causal):

@@ -7,7 +7,7 @@ embedding size; an RNN usually wants a smaller `lr_scale`, see experiments/confi
 Loss: label-smoothed cross-entropy (§5.4, Szegedy et al. 2016) over non-padding
 targets. Schedule: lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
 (§5.3, Eq. 3). Optimiser: Adam(0.9, 0.98, eps 1e-9). Gradient clipping, gradient
-accumulation, bf16 autocast on CUDA.
+accumulation, bf16 autocast where the hardware has bf16 (`mtcore.nmt.precision`).
 
 Distributed: if `torch.distributed` is initialised (Ray Train does it), the model is
 wrapped in DDP, each rank trains on its own disjoint share of token batches (the same
@@ -45,8 +45,10 @@ from mtcore.nmt.averaging import WeightSnapshots
 from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
+from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
+from mtcore.nmt.precision import training_autocast, validation_autocast
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -57,24 +59,6 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.98), 1e-9  # §5.3
 
 
 # --------------------------------------------------------------------------- loss and schedule
-
-
-def label_smoothed_loss(
-    logits: torch.Tensor, target: torch.Tensor, eps: float, ignore_index: int = PAD_ID
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Sums over non-padding targets of the smoothed loss and of the plain NLL, and their count.
-
-    The target distribution is (1 - eps) on the gold token plus eps spread uniformly over
-    the vocabulary (as `F.cross_entropy(label_smoothing=eps)`):
-        loss = (1 - eps) * -log p(gold) + eps * mean_v(-log p(v))
-    logits (B, T, V), target (B, T).
-    """
-    lprobs = logits.float().log_softmax(dim=-1)  # (B, T, V)
-    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    smooth = -lprobs.mean(dim=-1)  # (B, T)
-    keep = target != ignore_index
-    nll, smooth = nll[keep].sum(), smooth[keep].sum()
-    return (1.0 - eps) * nll + eps * smooth, nll, int(keep.sum())
 
 
 def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
@@ -390,8 +374,8 @@ def fit(
         if device.type == "cuda":
             device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
         net = DistributedDataParallel(model, device_ids=device_ids)
-    use_bf16 = device.type == "cuda" and train_cfg.bf16
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16)
+    autocast = training_autocast(device, train_cfg.bf16)
+    eval_autocast = validation_autocast(device, train_cfg.bf16)
     src_lens, tgt_lens = _lengths(train)
     sampler = TokenBatchSampler(src_lens, tgt_lens, train_cfg.max_tokens, seed=train_cfg.seed, rank=rank, world_size=world)
     acc = train_cfg.accumulation
@@ -407,7 +391,7 @@ def fit(
     def run_validation() -> bool:
         """Validate, call back, update patience; True if patience says stop."""
         nonlocal last_metrics, last_validated
-        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
+        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, eval_autocast)
         last_validated = ts.step
         ts.bad_validations = 0 if train_cfg.is_better(metrics, ts.best()) else ts.bad_validations + 1
         ts.record(metrics)
@@ -431,7 +415,7 @@ def fit(
             return
         final_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.load_state_dict(snapshots.mean())
-        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, autocast)
+        metrics, extras = validate(model, tokenizer, dev, dev_pairs, train_cfg, device, eval_autocast)
         averaged.update(steps=snapshots.steps(), dev_bleu=metrics["dev/bleu"], last_dev_bleu=last_metrics["dev/bleu"],
                         dev_loss=metrics["dev/loss"], last_dev_loss=last_metrics["dev/loss"],
                         kept=train_cfg.is_better(metrics, last_metrics))
