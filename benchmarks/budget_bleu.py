@@ -2,6 +2,7 @@
 
     python benchmarks/budget_bleu.py                          # the default job's budget (11 minutes) for each
     python benchmarks/budget_bleu.py --minutes 1 --test-limit 50   # a quick look
+    python benchmarks/budget_bleu.py --anchor-only --anchor-bf16   # the anchor alone, under bf16 autocast as mtcore
 
 Figure: `experiments/train_transformer.py` as a new user runs it (the default job: `preset: auto`,
 2 Ray Train CPU workers, validation picks the best checkpoint), tested with beam 5.
@@ -29,8 +30,9 @@ import time
 from pathlib import Path
 
 
-def train_marian(job, train_data: str, spm_model: str, minutes: float, workers: int, log=print):
-    """The anchor: a MarianMTModel trained like mtcore's run, on one process. Returns (model, steps, tokens/s)."""
+def train_marian(job, train_data: str, spm_model: str, minutes: float, workers: int, log=print, bf16: bool = False):
+    """The anchor: a MarianMTModel trained like mtcore's run, on one process. Returns (model, steps, tokens/s).
+    `bf16`: its forward under the CPU's bf16 autocast, as mtcore's `train.bf16` (a choice an HF user makes)."""
     import torch
     from transformers import MarianMTModel
 
@@ -71,8 +73,9 @@ def train_marian(job, train_data: str, spm_model: str, minutes: float, workers: 
             group = batches[i:i + per_step]
             for idx in group:
                 src, tgt_in, tgt_out = collate([train[j] for j in idx])
-                logits = model(input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in,
-                               decoder_attention_mask=tgt_in != PAD_ID).logits
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    logits = model(input_ids=src, attention_mask=src != PAD_ID, decoder_input_ids=tgt_in,
+                                   decoder_attention_mask=tgt_in != PAD_ID).logits
                 loss, _, n_tgt = label_smoothed_loss(logits, tgt_out, train_cfg.label_smoothing)
                 (loss / max(n_tgt, 1) / len(group)).backward()
                 tokens += int((src != PAD_ID).sum()) + n_tgt
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, help="training budget of each (default: the default job's)")
     ap.add_argument("--test-limit", type=int, default=0, help="N test pairs spread over the set (default: the default job's)")
+    ap.add_argument("--anchor-bf16", action="store_true", help="train the anchor under the CPU's bf16 autocast too")
+    ap.add_argument("--anchor-only", action="store_true", help="train and test only the anchor (mtcore's figures: an earlier run)")
     args = ap.parse_args(argv)
     if importlib.util.find_spec("transformers") is None:
         sys.exit("budget_bleu.py needs transformers: pip install -e '.[bench]'")
@@ -146,17 +151,22 @@ def main(argv: list[str] | None = None) -> int:
     job = TrainingJob.load(DEFAULT_JOB, overrides)
     minutes = job.run.train.time_budget_min
     print(f"figure: the default job, {minutes:g} min ({job.preset_note})", flush=True)
-    t0 = time.perf_counter()
-    ours = run_training(job)
-    ours_wall = time.perf_counter() - t0
-    history = TrackedRun(os.environ["MLFLOW_TRACKING_URI"], ours.mlflow_run_id).metric_history("train/tokens_per_s")
-    ours_tok_s = sum(v for _, v in history) / max(len(history), 1)
-    print(f"figure: test BLEU {ours.test['test/bleu']:.2f}, {ours.steps} steps, {ours_tok_s:,.0f} tok/s", flush=True)
+    ours = None
+    if not args.anchor_only:
+        t0 = time.perf_counter()
+        ours = run_training(job)
+        ours_wall = time.perf_counter() - t0
+        history = TrackedRun(os.environ["MLFLOW_TRACKING_URI"], ours.mlflow_run_id).metric_history("train/tokens_per_s")
+        ours_tok_s = sum(v for _, v in history) / max(len(history), 1)
+        print(f"figure: test BLEU {ours.test['test/bleu']:.2f}, {ours.steps} steps, {ours_tok_s:,.0f} tok/s", flush=True)
 
     train_data = resolve_train_data(job)
     spm = tokenizer_for(train_data, job)
-    print(f"anchor: MarianMTModel from scratch, {minutes:g} min, {os.cpu_count()} torch threads", flush=True)
-    model, steps, marian_tok_s, tok = train_marian(job, train_data, str(spm), minutes, ours.workers, log=lambda m: print(m, flush=True))
+    precision = "bf16 autocast" if args.anchor_bf16 else "fp32"
+    print(f"anchor: MarianMTModel from scratch, {minutes:g} min, {os.cpu_count()} torch threads, {precision}", flush=True)
+    workers = ours.workers if ours else job.job.workers or 2
+    model, steps, marian_tok_s, tok = train_marian(job, train_data, str(spm), minutes, workers,
+                                                   log=lambda m: print(m, flush=True), bf16=args.anchor_bf16)
     test = load_pairs(job.job.test_data, job, job.job.test_limit, spread=True)
     hyps, sent_s = decode_marian(model, tok, [s for s, _ in test], beam=job.job.test_beam)
     marian = score_translations(hyps, [t for _, t in test])
@@ -164,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"anchor: test BLEU {marian_bleu:.2f}, {steps} steps, {marian_tok_s:,.0f} tok/s, decoding {sent_s:.1f} sentences/s",
           flush=True)
 
+    if ours is None:
+        return 0
     ratio = lambda a, b: a / b if b else float("inf")  # noqa: E731
     print(f"\n{platform.node()} ({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}, load {os.getloadavg()[0]:.2f}; "
           f"{len(test)} test pairs, beam {job.job.test_beam}; mtcore's whole run took {ours_wall / 60:.1f} min")

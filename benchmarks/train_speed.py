@@ -3,12 +3,14 @@
     python benchmarks/train_speed.py [--presets small base] [--steps 5] [--max-tokens 2048] [--seq-len 32]
 
 Each step is mtcore's training step (forward, label-smoothed loss, backward, clipping,
-Adam with the Noam schedule; bf16 autocast on CUDA) on synthetic batches of fixed shape:
+Adam with the Noam schedule; bf16 autocast where the hardware has bf16: CUDA, or a CPU with
+AVX512-BF16/AMX, `mtcore.nmt.precision`) on synthetic batches of fixed shape:
 rows x seq-len source tokens and as many target tokens, no padding, so token counts and
 FLOPs are exact. tokens/s counts source + target tokens.
 
-Anchor, measured in the same run on the same batches: `torch.nn.Transformer` of the same
-shape (same embeddings/output projection and loss around it); the figure is the ratio.
+Anchors, measured in the same run on the same batches: `torch.nn.Transformer` of the same
+shape (same embeddings/output projection and loss around it, same autocast), and, where mtcore
+trains in bf16, mtcore's own step in fp32 (`--no-bf16`'s figure); the figure is the ratio.
 
 FLOPs per step (the PaLM-paper accounting, Chowdhery et al. 2022, App. B, split by stack):
 a matmul with P weights costs 2P FLOPs per token forward, 4P backward, so
@@ -30,9 +32,10 @@ import torch
 import torch.nn as nn
 
 from mtcore.config import ModelConfig, TrainConfig
-from mtcore.nmt.model import build_model
-from mtcore.nmt.tokenizer import BOS_ID
 from mtcore.nmt.loss import label_smoothed_loss
+from mtcore.nmt.model import build_model
+from mtcore.nmt.precision import precision_label, training_autocast, uses_bf16
+from mtcore.nmt.tokenizer import BOS_ID
 from mtcore.nmt.training import make_optimizer
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense, SXM
@@ -74,7 +77,7 @@ class TorchTransformer(nn.Module):
 def measure(model, batches, device, steps, bf16) -> float:
     """Seconds per step, after one warm-up step."""
     opt, sched = make_optimizer(model, TrainConfig(warmup=100), model.cfg.d_model)
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16 and device.type == "cuda")
+    autocast = training_autocast(device, bf16)
     model.train()
 
     def step(src, tgt_in, tgt_out):
@@ -116,7 +119,8 @@ def main(argv=None) -> int:
     peak = args.peak_tflops or default_peak(device)
     rows, S = max(args.max_tokens // args.seq_len, 1), args.seq_len
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} thread(s)"
-    print(f"device   {name}; torch {torch.__version__}; bf16 autocast {device.type == 'cuda' and not args.no_bf16}")
+    bf16 = uses_bf16(device.type, not args.no_bf16)
+    print(f"device   {name}; torch {torch.__version__}; {precision_label(device.type == 'cuda', not args.no_bf16)}")
     print(f"batch    {rows} rows x {S} source + {S} target tokens, vocab {args.vocab}, {args.steps} timed steps")
     print(f"peak     {f'{peak:.0f} TFLOP/s bf16' if peak else 'n/a (no MFU)'}\n")
     g = torch.Generator().manual_seed(0)
@@ -131,19 +135,19 @@ def main(argv=None) -> int:
         cfg = ModelConfig.preset(preset, vocab_size=args.vocab)
         flops = train_flops(cfg, rows, S, S)
         results = {}
-        for kind in ("mtcore", "anchor") if not args.no_anchor else ("mtcore",):
+        kinds = ["mtcore"] + (["mtcore fp32"] if bf16 else []) + ([] if args.no_anchor else ["nn.Transformer"])
+        for kind in kinds:
             torch.manual_seed(0)
-            model = (build_model(cfg) if kind == "mtcore" else TorchTransformer(cfg)).to(device)
-            secs = measure(model, batches, device, args.steps, not args.no_bf16)
+            model = (TorchTransformer(cfg) if kind == "nn.Transformer" else build_model(cfg)).to(device)
+            secs = measure(model, batches, device, args.steps, not args.no_bf16 and kind != "mtcore fp32")
             tps = 2 * rows * S / secs
             results[kind] = tps
             tflops = flops / secs / 1e12
             mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
-            ratio = f"{results['mtcore'] / tps:.2f}x" if kind == "anchor" else ""
-            label = "nn.Transformer" if kind == "anchor" else "mtcore"
-            print(f"{preset:<8}{label:<15}{tps:>12.0f}{secs:>9.3f}{tflops:>9.2f}{mfu:>8}{ratio:>11}", flush=True)
+            ratio = f"{results['mtcore'] / tps:.2f}x" if kind != "mtcore" else ""
+            print(f"{preset:<8}{kind:<15}{tps:>12.0f}{secs:>9.3f}{tflops:>9.2f}{mfu:>8}{ratio:>11}", flush=True)
             del model
-    print("\ntokens/s = (source + target tokens) / s; 'vs anchor' = mtcore tokens/s / nn.Transformer tokens/s")
+    print("\ntokens/s = (source + target tokens) / s; 'vs anchor' = mtcore tokens/s / that row's tokens/s")
     return 0
 
 
