@@ -180,11 +180,19 @@ def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
     assert (job.job.use_gpu, job.run.model.src_lang) == ("yes", "no")
 
 
-def test_auto_preset_follows_budget_and_hardware():
+@pytest.mark.parametrize("native_bf16", [False, True])
+def test_auto_preset_follows_budget_and_hardware(monkeypatch, native_bf16):
+    from mtcore.distributed import jobs
+
+    monkeypatch.setattr(jobs, "cpu_has_native_bf16", lambda: native_bf16)
     cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11"])
     assert (cpu.run.model.d_model, cpu.run.model.layers) == (128, 2) and "mini" in cpu.preset_note
     short_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=5"])
-    assert short_cpu.run.model.d_model == 64 and "tiny" in short_cpu.preset_note
+    # fp32: tiny won at 5 and 10 minutes; in bf16 mini did (benchmarks/budget_curve.py)
+    assert short_cpu.run.model.d_model == (128 if native_bf16 else 64)
+    assert ("mini" if native_bf16 else "tiny") in short_cpu.preset_note and ("with bf16" in short_cpu.preset_note) == native_bf16
+    fp32 = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=5", "train.bf16=no"])  # known before auto
+    assert fp32.run.model.d_model == 64 and not fp32.run.train.bf16
     long_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"])
     assert long_cpu.run.model.d_model == 128 and "mini" in long_cpu.preset_note  # the longest budget measured won
     gpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"], gpus=2)
@@ -274,7 +282,9 @@ def test_a_warm_up_the_run_never_finishes_is_said():
 
     assert make_plan(TrainingJob.load(DEFAULT_JOB), cpus=2, gpus=0).warnings() == []
     small = make_plan(TrainingJob.load(DEFAULT_JOB, ["model.preset=small"]), cpus=2, gpus=0)
-    assert small.warmup == 4000 and any("warm-up 4,000 steps > the run's ~190" in line for line in small.lines())
+    assert small.warmup == 4000 and any("warm-up 4,000 steps > the run's ~" in line for line in small.lines())
+    fp32 = make_plan(TrainingJob.load(DEFAULT_JOB, ["model.preset=small", "train.bf16=no"]), cpus=2, gpus=0)
+    assert any("warm-up 4,000 steps > the run's ~190" in line for line in fp32.lines())  # 47.4 steps/min x 11 x 3000/8192
     capped = make_plan(TrainingJob.load(ROOT / "experiments/configs/tiny.yaml", ["train.warmup=5000", "train.max_steps=20"]),
                        cpus=2, gpus=0)
     assert capped.warnings() and "(0 % of it at the end)" in capped.warnings()[0]

@@ -22,20 +22,22 @@ from typing import Any
 from mtcore.config import (AUTO, PRESETS, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings,
                            load_yaml, parse_value, yaml11_float)
 from mtcore.data.paths import DEV, TEST, same_file
+from mtcore.nmt.precision import cpu_has_native_bf16
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
 DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
 
 
 def apply_early_overrides(data: dict, overrides: list[str]) -> tuple[dict, list[str]]:
-    """A preset or a budget given on the command line must be known before `auto` is resolved:
+    """A preset, a budget or a precision given on the command line must be known before `auto` is resolved:
     (the file's sections with them applied, the other overrides)."""
     data = dict(data)
-    early = [o for o in overrides if o.split("=", 1)[0].strip() in ("model.preset", "train.time_budget_min")]
+    early = [o for o in overrides if o.split("=", 1)[0].strip() in ("model.preset", "train.time_budget_min", "train.bf16")]
     for item in early:
         key, _, raw = item.partition("=")
         section, name = key.strip().split(".")
-        value = raw.strip() if name == "preset" else parse_value(raw, float, key.strip())
+        typ = {"preset": str, "time_budget_min": float, "bf16": bool}[name]
+        value = raw.strip() if typ is str else parse_value(raw, typ, key.strip())
         # Checked here, so that an error names the override, not the job file it was applied to.
         if name == "preset" and value != AUTO and value not in PRESETS:
             raise ConfigError(f"override {item!r}: unknown model preset {value!r}; choose from {[AUTO, *sorted(PRESETS)]}")
@@ -238,7 +240,8 @@ def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict]
         budget = train["time_budget_min"] = yaml11_float(budget)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
-    auto_model, auto_train, why = auto_settings(float(budget), gpus)
+    cpu_bf16 = not gpus and train.get("bf16", True) is not False and cpu_has_native_bf16()
+    auto_model, auto_train, why = auto_settings(float(budget), gpus, cpu_bf16)
     # The note names what auto chose; keys the job file sets itself are another model, which the note must not claim
     changed = [f"{section}.{k}" for section, mine, chosen in (("model", model, auto_model), ("train", train, auto_train))
                for k in mine if k in chosen and mine[k] != chosen[k]]

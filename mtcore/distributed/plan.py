@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.errors import MtcoreError
-from mtcore.nmt.precision import precision_label
+from mtcore.nmt.precision import precision_label, uses_bf16
 
 
 class PlanError(MtcoreError, ValueError):
@@ -22,9 +22,9 @@ class PlanError(MtcoreError, ValueError):
 
 # Optimiser steps per minute of 2 CPU cores at 3,000 tokens per step (the `auto` CPU batch: 2 workers ×
 # 1,500), measured by benchmarks/budget_curve.py on the 2-core development machine (benchmarks/RESULTS.md;
-# one process with 2 threads, CPU-time clock). Used only to print the expected steps of a CPU run with
-# that batch; elsewhere the plan says "not measured".
-CPU_STEPS_PER_MIN = {"tiny": 182.9, "mini": 110.6, "small": 47.4}
+# one process with 2 threads, CPU-time clock), in fp32 and, with its CPU's native bf16, in bf16. Used only to
+# print the expected steps of a CPU run with that batch; elsewhere the plan says "not measured".
+CPU_STEPS_PER_MIN = {"fp32": {"tiny": 182.9, "mini": 110.6, "small": 47.4}, "bf16": {"tiny": 332.6, "mini": 244.6, "small": 119.0}}
 _CPU_BATCH = 3000  # tokens per step in those measurements
 
 
@@ -122,15 +122,16 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
     workers, use_gpu = scaling_for(job, cpus, gpus)
     m, t = job.run.model, job.run.train
     shape = f"{m.arch} {m.d_model}d × {m.layers} layers" + (f", {m.heads} heads" if m.arch == "transformer" else "")
-    preset = next((name for name, rate in CPU_STEPS_PER_MIN.items() if _is_preset(job, name)), None)
+    rates = CPU_STEPS_PER_MIN["bf16" if uses_bf16("cpu", t.bf16) else "fp32"]
+    preset = next((name for name in rates if _is_preset(job, name)), None)
     expected, approx = None, 0
     tokens = t.max_tokens * t.accumulation * workers
     if not use_gpu and preset and t.time_budget_min and workers == 2 and tokens == _CPU_BATCH:
-        expected = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min)
+        expected = int(rates[preset] * t.time_budget_min)
         if t.max_steps:  # the step cap ends the run first when it is lower
             expected = min(expected, t.max_steps)
     elif not use_gpu and preset and t.time_budget_min and workers == 2:  # about as many tokens a minute
-        approx = int(CPU_STEPS_PER_MIN[preset] * t.time_budget_min * _CPU_BATCH / tokens)
+        approx = int(rates[preset] * t.time_budget_min * _CPU_BATCH / tokens)
     return TrainingPlan(
         workers=workers, use_gpu=use_gpu, cpus=cpus, gpus=gpus, backend="nccl" if use_gpu else "gloo",
         precision=precision_label(use_gpu, t.bf16), max_tokens=t.max_tokens,
