@@ -193,6 +193,12 @@ def test_auto_preset_follows_budget_and_hardware(monkeypatch, native_bf16):
     assert ("mini" if native_bf16 else "tiny") in short_cpu.preset_note and ("with bf16" in short_cpu.preset_note) == native_bf16
     fp32 = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=5", "train.bf16=no"])  # known before auto
     assert fp32.run.model.d_model == 64 and not fp32.run.train.bf16
+    # dropout 0 won the 11-minute bf16 run; longer budgets and fp32 keep 0.1
+    assert (cpu.run.model.dropout, short_cpu.run.model.dropout) == ((0.0, 0.0) if native_bf16 else (0.1, 0.1))
+    assert fp32.run.model.dropout == 0.1 and ("no dropout" in cpu.preset_note) == native_bf16
+    assert TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=20"]).run.model.dropout == 0.1
+    mine = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11", "model.dropout=0.2"])
+    assert mine.run.model.dropout == 0.2  # the user's key wins
     long_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"])
     assert long_cpu.run.model.d_model == 128 and "mini" in long_cpu.preset_note  # the longest budget measured won
     gpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=120"], gpus=2)

@@ -23,7 +23,7 @@ class _SmoothedTerms(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor):
-        lprobs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # bf16 logits are read, not copied, to fp32
+        lprobs = torch.log_softmax(logits, dim=-1, dtype=torch.float32)  # fp32 whatever the logits' dtype
         nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
         smooth = -lprobs.mean(dim=-1)
         ctx.save_for_backward(lprobs, target)
