@@ -36,7 +36,17 @@ def test_validation_on_the_cpu_is_fp32():
     assert isinstance(precision.validation_autocast(torch.device("cpu"), True), contextlib.nullcontext)
 
 
-def test_attention_under_cpu_autocast_computes_in_fp32():
+def test_attention_under_cpu_autocast_computes_in_fp32(monkeypatch):
+    import torch.nn.functional as F
+
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, **kw):
+        seen.append((q.dtype, k.dtype, v.dtype, torch.is_autocast_enabled("cpu")))
+        return sdpa(q, k, v, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     torch.manual_seed(0)
     attn = MultiHeadAttention(16, 4, dropout=0.0).eval()
     x = torch.randn(2, 5, 16)
@@ -45,8 +55,9 @@ def test_attention_under_cpu_autocast_computes_in_fp32():
     ref = attn(x, x, mask)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = attn(x, x, mask)
-    assert y.dtype == torch.bfloat16  # the output projection is bf16 ...
-    torch.testing.assert_close(y.float(), ref, atol=0.05, rtol=0.05)  # ... the attention between was not
+    assert seen[-1] == (torch.float32, torch.float32, torch.float32, False)  # attention itself: fp32, autocast off
+    assert y.dtype == torch.bfloat16  # the projections around it: bf16
+    torch.testing.assert_close(y.float(), ref, atol=0.05, rtol=0.05)
 
 
 def _train(autocast: bool, steps: int = 60) -> list[float]:
