@@ -32,9 +32,10 @@ import torch
 import torch.nn as nn
 
 from mtcore.config import ModelConfig, TrainConfig
+from mtcore.hardware import precision_label
 from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.model import build_model
-from mtcore.nmt.precision import precision_label, training_autocast, uses_bf16
+from mtcore.nmt.precision import training_autocast, uses_bf16
 from mtcore.nmt.tokenizer import BOS_ID
 from mtcore.nmt.training import make_optimizer
 

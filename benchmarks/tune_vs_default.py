@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if asha:
         tj = tj.with_overrides(asha=dataclasses.replace(tj.search.asha, **asha))
     trial = tj.base
-    same_test = [f"job.test_limit={trial.job.test_limit}", f"job.test_beam={trial.job.test_beam}"]
+    same_test = [f"job.test_limit={trial.job.test_limit}", f"job.test_beam={trial.job.test_beam}",
+                 f"train.bf16={str(trial.run.train.bf16).lower()}"]  # the search's precision (fp32 by default), so the same model
     default = TrainingJob.load(DEFAULT_JOB, [*bound, *same_test,
                                              f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
     print(f"anchor: the default job with {' '.join(bound)} ({default.preset_note})", flush=True)

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 import torch
 
+from mtcore import hardware
 from mtcore.config import ModelConfig
 from mtcore.nmt import precision
 from mtcore.nmt.model import MultiHeadAttention, build_model
@@ -14,14 +15,14 @@ from mtcore.nmt.model import MultiHeadAttention, build_model
 
 def test_bf16_is_used_only_where_asked_and_native(monkeypatch):
     assert not precision.uses_bf16("cpu", False) and not precision.uses_bf16("cuda", False)
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
-    assert precision.uses_bf16("cpu", True)
-    assert precision.precision_label(False, True) == "bf16 autocast (CPU with native bf16)"
-    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
-    assert not precision.uses_bf16("cpu", True)
-    assert precision.precision_label(False, True) == "fp32 (this CPU has no native bf16)"
-    assert precision.precision_label(True, True) == "bf16 autocast"  # GPU workers decide on their own GPUs
-    assert precision.precision_label(True, False) == precision.precision_label(False, False) == "fp32"
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
+        assert precision.uses_bf16("cpu", True) == native
+        assert hardware.precision_label(False, True) == ("bf16 autocast (CPU with native bf16)" if native
+                                                         else "fp32 (this CPU has no native bf16)")
+    assert hardware.precision_label(True, True) == "bf16 autocast"  # GPU workers decide on their own GPUs
+    assert hardware.precision_label(True, False) == hardware.precision_label(False, False) == "fp32"
 
 
 def test_cpu_flags_are_read_from_cpuinfo():
@@ -29,7 +30,7 @@ def test_cpu_flags_are_read_from_cpuinfo():
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         flags = []
-    assert precision.cpu_has_native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
+    assert hardware.cpu_has_native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 
 
 def test_validation_on_the_cpu_is_fp32():

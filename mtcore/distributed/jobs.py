@@ -22,7 +22,7 @@ from typing import Any
 from mtcore.config import (AUTO, PRESETS, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings,
                            load_yaml, parse_value, yaml11_float)
 from mtcore.data.paths import DEV, TEST, same_file
-from mtcore.nmt.precision import cpu_has_native_bf16
+from mtcore.hardware import cpu_has_native_bf16
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
 DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
