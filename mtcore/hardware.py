@@ -1,7 +1,7 @@
 """What this machine's CPU can do, read without importing torch (job files and plans load in a second).
 
-`cpu_has_native_bf16` decides whether CPU workers train in bf16 (`mtcore.nmt.precision`) and which
-`preset: auto` rule applies (`mtcore.config.auto_settings`). On a multi-node CPU cluster the driver's
+`cpu_trains_in_bf16` decides whether CPU workers train in bf16 (`mtcore.nmt.precision`, the pair
+classifier) and which `preset: auto` rule applies (`mtcore.config.auto_settings`). On a multi-node CPU cluster the driver's
 CPU decides the rule and each worker its own precision: keep a cluster's CPUs alike, or pass `train.bf16`.
 """
 
@@ -23,6 +23,17 @@ def cpu_has_native_bf16() -> bool:
     return any(flag in flags.split() for flag in _CPU_BF16_FLAGS)
 
 
+def cpu_trains_in_bf16(want_bf16: bool) -> bool:
+    """Whether a CPU worker on this machine computes in bf16 when `want_bf16` asks for it."""
+    return bool(want_bf16) and cpu_has_native_bf16()
+
+
+def training_precision(use_gpu: bool, want_bf16: bool) -> str:
+    """"bf16" or "fp32": what a run's workers compute in, as this driver can tell (GPU workers without
+    native bf16, pre-Ampere, fall back to fp32 on their own)."""
+    return "bf16" if want_bf16 and (use_gpu or cpu_has_native_bf16()) else "fp32"
+
+
 def precision_label(use_gpu: bool, want_bf16: bool) -> str:
     """What the plan prints. GPU workers check their own GPUs (the driver may have none); CPU workers are
     taken to be this machine's CPU."""
@@ -30,4 +41,4 @@ def precision_label(use_gpu: bool, want_bf16: bool) -> str:
         return "fp32"
     if use_gpu:
         return "bf16 autocast"
-    return "bf16 autocast (CPU with native bf16)" if cpu_has_native_bf16() else "fp32 (this CPU has no native bf16)"
+    return "bf16 autocast (CPU with native bf16)" if cpu_trains_in_bf16(want_bf16) else "fp32 (this CPU has no native bf16)"

@@ -21,6 +21,7 @@ from mtcore.alignment.classifier import (
     build_negatives,
     ensure_classifier,
     load_pair_scorer,
+    read_classifier_metrics,
     train_beside_encoder,
     trained_for,
 )
@@ -58,6 +59,37 @@ def test_training_teaches_the_classifier_one_changed_word(encoder_dir):
     untrained = PairScorer(PairClassifier(trained.model.cfg).eval(), trained.tokenizer)
     auc = {name: roc_auc_score(labels, np.r_[s.score(src, good), s.score(src, near)]) for name, s in (("trained", trained), ("untrained", untrained))}
     assert auc["trained"] >= 0.9 and auc["untrained"] < 0.75, auc
+
+
+def test_training_computes_in_bf16_only_where_the_cpu_has_it(encoder_dir, monkeypatch, tmp_path):
+    import shutil
+
+    import torch
+
+    from mtcore import hardware
+    from mtcore.alignment.classifier import train_classifier
+    from mtcore.embedding.encoder import SPM_FILE
+
+    t = tiny_corpus().slice(0, 600)
+    tok = Tokenizer(f"{encoder_dir}/{SPM_FILE}")
+    args = (t["src"].to_pylist(), t["tgt"].to_pylist(), t["origin"].to_pylist(), tok)
+    runs = {}
+    for native, want in ((False, True), (False, False), (True, True)):
+        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
+        runs[native, want] = train_classifier(*args, ClassifierConfig(**(TINY | {"epochs": 2, "bf16": want})))
+    (fp32, m32), (asked, m_asked), (bf16, m16) = runs[False, False], runs[False, True], runs[True, True]
+    assert m32["precision"] == m_asked["precision"] == "fp32" and m16["precision"] == "bf16"
+    assert all(torch.equal(v, asked.state_dict()[k]) for k, v in fp32.state_dict().items())  # no bf16 CPU: the fp32 run
+    assert not torch.equal(fp32.head[3].weight, bf16.head[3].weight)
+    assert all(p.dtype == torch.float32 for p in bf16.parameters())  # weights stay fp32
+    # trained as the module's fixture is, but in bf16, it learns the one changed word as well
+    encoder = shutil.copytree(encoder_dir, tmp_path / "encoder")
+    train_beside_encoder(t, encoder, ClassifierConfig(**TINY), track=False)
+    scorer = load_pair_scorer(encoder)
+    assert read_classifier_metrics(classifier_dir(encoder))["precision"] == "bf16"
+    src, good, near = fuzzy_pairs(tiny_corpus().slice(600))
+    auc = roc_auc_score(np.r_[np.ones(len(src)), np.zeros(len(src))], np.r_[scorer.score(src, good), scorer.score(src, near)])
+    assert auc >= 0.9, auc
 
 
 def test_scores_do_not_depend_on_batching_and_survive_a_reload(encoder_dir):

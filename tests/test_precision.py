@@ -16,7 +16,6 @@ from mtcore.nmt.model import MultiHeadAttention, build_model
 def test_bf16_is_used_only_where_asked_and_native(monkeypatch):
     assert not precision.uses_bf16("cpu", False) and not precision.uses_bf16("cuda", False)
     for native in (True, False):
-        monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
         monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
         assert precision.uses_bf16("cpu", True) == native
         assert hardware.precision_label(False, True) == ("bf16 autocast (CPU with native bf16)" if native

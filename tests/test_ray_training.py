@@ -183,6 +183,30 @@ def test_a_run_resumes_only_on_the_workers_it_had_and_a_changed_dev_set_is_named
     check(tmp_path / "mine", tiny_job(toy_corpus, run_name="mine", dev_data=str(other_dev), workers=0), "v1", (2, False))
 
 
+def test_a_run_resumes_only_in_the_precision_it_started_in(tmp_path, toy_corpus, monkeypatch):
+    """`train.bf16` is a wish the hardware grants: a run interrupted on a CPU without bf16 went on in bf16 on one
+    with it, under the same fingerprint."""
+    import json
+
+    from mtcore import hardware
+
+    check = ray_training._check_same_settings
+    job = tiny_job(toy_corpus, run_name="mine", workers=0).with_overrides(["train.bf16=true"])
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+    check(tmp_path / "mine", job, "v1", (2, False))
+    assert json.loads((tmp_path / "mine" / "mtcore-fingerprint.json").read_text())["precision"] == "fp32"
+    check(tmp_path / "mine", job, "v1", (2, False))  # the same hardware: resumes
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    with pytest.raises(ray_training.JobError, match=r"'mine' trained in fp32 and would resume in bf16 on this hardware"):
+        check(tmp_path / "mine", job, "v1", (2, False))
+    check(tmp_path / "mine", job, "v1")  # a finished run is not resumed: nothing to check
+    marker = tmp_path / "old" / "mtcore-fingerprint.json"  # written before the precision was recorded: from now on
+    check(tmp_path / "old", job, "v1", (2, False))
+    marker.write_text(json.dumps({k: v for k, v in json.loads(marker.read_text()).items() if k != "precision"}))
+    check(tmp_path / "old", job, "v1", (2, False))
+    assert json.loads(marker.read_text())["precision"] == "bf16"
+
+
 def test_test_pairs_in_the_training_data_and_a_corpus_of_repeats_are_said(toy_corpus, tmp_path, caplog):
     """Training on a corpus that held 4 of the 20 test pairs reported a test BLEU without a word; so did 20 pairs
     repeated 20 times."""

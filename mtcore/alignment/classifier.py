@@ -40,6 +40,7 @@ from torch import nn
 from mtcore.alignment import negatives
 from mtcore.embedding.train import warmup_cosine
 from mtcore.errors import MtcoreError
+from mtcore.hardware import cpu_trains_in_bf16
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class ClassifierConfig:
     synthetic_rows: int = 40_000  # rows given a partial/swapped target once, before training
     seed: int = 0
     threads: int = 0  # torch threads; 0: torch's default
+    bf16: bool = True  # train under bf16 autocast where the CPU has native bf16 (1.8x a step); scoring stays fp32
 
     def check(self) -> None:
         """Counts that must be positive, said before any work (epochs 0 divided by zero; -3 saved an untrained model)."""
@@ -211,12 +213,15 @@ def fit(model: PairClassifier, src_ids: list[list[int]], tgt_ids: list[list[int]
     model.train()
     t0, last, step = time.perf_counter(), {}, 0
     lengths = np.array([len(a) + len(b) for a, b in zip(src_ids, tgt_ids)])
+    # mixed precision: weights, optimiser and loss in fp32, the matmuls' inputs in bf16 (softmax autocasts to fp32)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_trains_in_bf16(cfg.bf16))
     for _ in range(cfg.epochs):
         for idx in length_batches(lengths, cfg.batch_size, rng, pool):
             src = [src_ids[i] for i in idx]
             tgt = [tgt_ids[i] for i in idx] + draw_negatives(idx, neg, tgt_ids, rng)
-            logits = model(_pad(src + src, cfg.max_len), _pad(tgt, cfg.max_len))
-            loss = nn.functional.binary_cross_entropy_with_logits(logits, labels[: len(tgt)])
+            with autocast:
+                logits = model(_pad(src + src, cfg.max_len), _pad(tgt, cfg.max_len))
+            loss = nn.functional.binary_cross_entropy_with_logits(logits.float(), labels[: len(tgt)])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -300,7 +305,8 @@ def train_classifier(src: list[str], tgt: list[str], origins: list[str] | None, 
         with torch.no_grad():
             model.embed.weight.copy_(init_embeddings)
     last = fit(model, src_ids, tgt_ids, neg, cfg, on_log)
-    return model, {"train_pairs": len(src), "prepare_seconds": round(prep_s, 1),
+    return model, {"train_pairs": len(src), "precision": "bf16" if cpu_trains_in_bf16(cfg.bf16) else "fp32",
+                   "prepare_seconds": round(prep_s, 1),
                    "train_seconds": round(time.perf_counter() - t0 - prep_s, 1), "final_loss": last.get("loss")}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from mtcore.config import (AUTO, PRESETS, ConfigError, RunConfig, _apply_overrides, _check_mapping, _from_dict, auto_settings,
                            load_yaml, parse_value, yaml11_float)
 from mtcore.data.paths import DEV, TEST, same_file
-from mtcore.hardware import cpu_has_native_bf16
+from mtcore.hardware import cpu_trains_in_bf16
 
 # The job `train_transformer.py` / `mtcore train` runs without --config; package data, so a wheel has it.
 DEFAULT_JOB = Path(__file__).with_name("default_job.yaml")
@@ -240,7 +240,7 @@ def _resolve_auto(sections: dict[str, dict], gpus: int) -> tuple[dict[str, dict]
         budget = train["time_budget_min"] = yaml11_float(budget)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise ConfigError(f"`train.time_budget_min` must be float, got {budget!r}")
-    cpu_bf16 = not gpus and train.get("bf16", True) is not False and cpu_has_native_bf16()
+    cpu_bf16 = not gpus and cpu_trains_in_bf16(train.get("bf16", True) is not False)
     auto_model, auto_train, why = auto_settings(float(budget), gpus, cpu_bf16)
     # The note names what auto chose; keys the job file sets itself are another model, which the note must not claim
     changed = [f"{section}.{k}" for section, mine, chosen in (("model", model, auto_model), ("train", train, auto_train))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.errors import MtcoreError
-from mtcore.hardware import cpu_has_native_bf16, precision_label
+from mtcore.hardware import cpu_trains_in_bf16, precision_label
 
 
 class PlanError(MtcoreError, ValueError):
@@ -122,7 +122,7 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
     workers, use_gpu = scaling_for(job, cpus, gpus)
     m, t = job.run.model, job.run.train
     shape = f"{m.arch} {m.d_model}d × {m.layers} layers" + (f", {m.heads} heads" if m.arch == "transformer" else "")
-    rates = CPU_STEPS_PER_MIN["bf16" if t.bf16 and cpu_has_native_bf16() else "fp32"]
+    rates = CPU_STEPS_PER_MIN["bf16" if cpu_trains_in_bf16(t.bf16) else "fp32"]
     preset = next((name for name in rates if _is_preset(job, name)), None)
     expected, approx = None, 0
     tokens = t.max_tokens * t.accumulation * workers

@@ -355,9 +355,13 @@ def _workers(scaling: tuple[int, bool]) -> str:
 def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str, scaling: tuple[int, bool] | None = None) -> None:
     """Resuming a run name with other settings or other training data would silently mix two experiments: refuse.
     So would resuming on other workers (`scaling`): a step's batch is workers × train.max_tokens, and the shards
-    change mid-epoch. `job.workers`/`job.use_gpu` that name the workers the run had are the same settings."""
+    change mid-epoch; or in another precision than the run started in (`train.bf16` is a wish; the hardware
+    decides). `job.workers`/`job.use_gpu` that name the workers the run had are the same settings."""
+    from mtcore.hardware import training_precision
+
     marker = run_dir / "mtcore-fingerprint.json"
     now = job.fingerprint(data_version)
+    precision = training_precision(scaling[1], job.run.train.bf16) if scaling is not None else None
     if marker.is_file():
         old = json.loads(marker.read_text())
         had = tuple(old["scaling"]) if old.get("scaling") else None
@@ -374,12 +378,16 @@ def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str, sca
                            f"a step's batch (workers × train.max_tokens) and each worker's share of the data would change "
                            f"mid-run; resume it where {_workers(had)} are free (--workers {had[0]}), or pick another "
                            f"job.run_name")
-        if scaling is not None and had is None:  # a run from before the workers were recorded: from now on
-            marker.write_text(json.dumps(old | {"scaling": list(scaling)}, indent=2))
+        if precision is not None and old.get("precision", precision) != precision:
+            raise JobError(f"run '{run_dir.name}' trained in {old['precision']} and would resume in {precision} on this "
+                           f"hardware (train.bf16={job.run.train.bf16}); resume it where it trained, or pick another "
+                           f"job.run_name")
+        if scaling is not None and (had is None or "precision" not in old):  # a run from before these were recorded
+            marker.write_text(json.dumps(old | {"scaling": list(scaling), "precision": precision}, indent=2))
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"fingerprint": now, "data_version": data_version, "config": job.to_dict()}
-                                     | ({"scaling": list(scaling)} if scaling else {}), indent=2))
+                                     | ({"scaling": list(scaling), "precision": precision} if scaling else {}), indent=2))
 
 
 # --------------------------------------------------------------------------- worker

@@ -15,7 +15,7 @@ import contextlib
 
 import torch
 
-from mtcore.hardware import cpu_has_native_bf16
+from mtcore.hardware import cpu_trains_in_bf16
 
 
 def uses_bf16(device_type: str, want_bf16: bool) -> bool:
@@ -24,7 +24,7 @@ def uses_bf16(device_type: str, want_bf16: bool) -> bool:
         return False
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
-    return device_type == "cpu" and cpu_has_native_bf16()
+    return device_type == "cpu" and cpu_trains_in_bf16(want_bf16)
 
 
 def training_autocast(device: torch.device, want_bf16: bool):
