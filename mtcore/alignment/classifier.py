@@ -499,6 +499,8 @@ def ensure_classifier(encoder_dir: str | Path) -> Path:
             if not RAW_PARALLEL.exists():
                 raise ClassifierError(f"the built-in pair classifier is trained on the embedded corpus, but {RAW_PARALLEL} does not exist")
             exclude = heldout_texts()
-            log.warning("training the built-in pair classifier on %s (first use of --score classifier; about 13 minutes on 2 CPU cores)", RAW_PARALLEL)
+            minutes = 8 if cpu_trains_in_bf16(ClassifierConfig.bf16) else 13  # 2 cores: RESULTS.md, issue 21
+            log.warning("training the built-in pair classifier on %s (first use of --score classifier; about %d minutes on "
+                        "2 CPU cores)", RAW_PARALLEL, minutes)
             train_beside_encoder(RAW_PARALLEL, encoder_dir, exclude_texts=exclude)
     return classifier_dir(encoder_dir)

@@ -9,8 +9,8 @@
 `--score classifier` scores each pair with a small classifier that reads both sentences at once
 (decomposable attention over the encoder's pieces), trained on near misses made from the corpus:
 an outdated translation, the neighbouring segment, a partial one, a changed number or name
-(Bicleaner-AI's recipe at CPU scale). The built-in one is trained on first use (about 13 minutes on
-2 CPU cores). On the near-miss dev set it catches 43 % of the misaligned pairs where the margin catches
+(Bicleaner-AI's recipe at CPU scale). The built-in one is trained on first use (about 8 minutes on
+2 CPU cores with native bf16, 13 without). On the near-miss dev set it catches 43 % of the misaligned pairs where the margin catches
 17 %, at 2.2 % vs 1.1 % false rejects; on random misalignments it is less precise (benchmarks/RESULTS.md),
 so margin stays the default.
 `--score dual_xent` scores each pair with two of your translation models, one per direction
