@@ -36,6 +36,7 @@ from mtcore.errors import Interrupted, MtcoreError, one_line
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.progress import PROGRESS_FILE, ProgressFile, follow_progress
 from mtcore.data.paths import RAW_PARALLEL, embedded_heldout
+from mtcore.hardware import training_precision
 from mtcore.runs import home
 
 log = logging.getLogger(__name__)
@@ -357,8 +358,6 @@ def _check_same_settings(run_dir: Path, job: TrainingJob, data_version: str, sca
     So would resuming on other workers (`scaling`): a step's batch is workers × train.max_tokens, and the shards
     change mid-epoch; or in another precision than the run started in (`train.bf16` is a wish; the hardware
     decides). `job.workers`/`job.use_gpu` that name the workers the run had are the same settings."""
-    from mtcore.hardware import training_precision
-
     marker = run_dir / "mtcore-fingerprint.json"
     now = job.fingerprint(data_version)
     precision = training_precision(scaling[1], job.run.train.bf16) if scaling is not None else None
