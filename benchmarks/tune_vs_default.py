@@ -3,6 +3,7 @@
     python benchmarks/tune_vs_default.py                  # the default search vs the default job, about 4.5 minutes each
     python benchmarks/tune_vs_default.py --num-samples 8
     python benchmarks/tune_vs_default.py --fifo           # and the same 12 configurations without early stopping
+    python benchmarks/tune_vs_default.py --fifo --set train.bf16=true   # the search in bf16 (a CPU with native bf16)
 
 Anchor: `experiments/train_transformer.py` (the default job, `preset: auto`) given the search's
 per-trial training budget. Figure: the best trial of `experiments/tune_transformer.py` (the
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--asha-metric", choices=("dev/bleu", "dev/loss"), help="what ASHA's rungs compare")
     ap.add_argument("--grace-period", type=int, help="ASHA: steps before the first cut")
     ap.add_argument("--reduction-factor", type=int, help="ASHA: keep the top 1/rf at each rung")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override of the search's base job and of the anchor, e.g. train.bf16=true (repeatable)")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="tune_vs_default-"))
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{work / 'mlflow.db'}"
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure()
     init_ray()
-    tj = TuneJob.load(DEFAULT_SEARCH, [], space_file=args.search_space, num_samples=args.num_samples)
+    tj = TuneJob.load(DEFAULT_SEARCH, args.overrides, space_file=args.search_space, num_samples=args.num_samples)
     budget, steps = tj.base.run.train.time_budget_min, tj.base.run.train.max_steps
     if args.max_steps:
         budget, steps = (budget if steps else 2 * budget), args.max_steps  # a minutes-bound search: its minutes as a cap, twice
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     trial = tj.base
     same_test = [f"job.test_limit={trial.job.test_limit}", f"job.test_beam={trial.job.test_beam}",
                  f"train.bf16={str(trial.run.train.bf16).lower()}"]  # the search's precision (fp32 by default), so the same model
-    default = TrainingJob.load(DEFAULT_JOB, [*bound, *same_test,
+    default = TrainingJob.load(DEFAULT_JOB, [*bound, *same_test, *args.overrides,
                                              f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
     print(f"anchor: the default job with {' '.join(bound)} ({default.preset_note})", flush=True)
     anchor = run_training(default)
