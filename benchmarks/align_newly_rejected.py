@@ -2,8 +2,8 @@
 
 Scores a sample of whole catalogs of data/raw/parallel.parquet, decides with the old
 (`calibration="random"`), the near-miss (`"near_miss"`) and the reference rules (`"reference"`,
-`reference_rule` fewest_errors and budget, the default), and prints the kept shares and a random
-sample of pairs that the default rejects and fewest_errors (the previous default) kept, to judge by eye.
+`reference_rule` fewest_errors, budget_pooled and budget, the default), and prints the kept shares and a random
+sample of pairs that the default rejects and budget_pooled (the previous default) kept, to judge by eye.
 
     python benchmarks/align_newly_rejected.py [--rows 20000] [--show 20] [--seed 0] [--encoder builtin]
 """
@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mtcore.alignment.filter import FilterConfig, calibrate, score_corpus
+from mtcore.alignment.filter import FilterConfig, calibrate, row_thresholds, score_corpus
 from mtcore.data.corpus import read_corpus
 from mtcore.data.paths import RAW_PARALLEL
 
@@ -53,16 +53,18 @@ def main(argv=None) -> int:
     scores_near = score_corpus(table, replace(base, calibration="near_miss"), use_ray=False)[0]
     values = scores_ref.real(args.score)
     rules = (("random", scores_ref, {}), ("near_miss", scores_near, {}),
-             ("reference", scores_ref, {"reference_rule": "fewest_errors"}), ("reference", scores_ref, {"reference_rule": "budget"}))
+             ("reference", scores_ref, {"reference_rule": "fewest_errors"}), ("reference", scores_ref, {"reference_rule": "budget_pooled"}),
+             ("reference", scores_ref, {"reference_rule": "budget"}))
     for cal, scores, extra in rules:
         c = calibrate(scores, replace(base, calibration=cal, **extra))
         key = (cal, *extra.values())
-        rej[key] = values < c["threshold"]
+        rej[key] = values < row_thresholds(scores, c)
         print(f"  {' '.join(key):25s} threshold {c['threshold']:.3f}  est. noise {c['estimated_misaligned_share']:.3f}  kept {100 * (1 - rej[key].mean()):.2f} %  ({c['method']})")
     default = (base.calibration, base.reference_rule) if base.calibration == "reference" else (base.calibration,)
-    only_new = np.flatnonzero(rej[default] & ~rej[("reference", "fewest_errors")])
-    print(f"  rejected by the default ({' '.join(default)}) rule and not by reference fewest_errors (the default before "
-          f"2026-11-28): {len(only_new)}; a random {min(args.show, len(only_new))}:")
+    before = ("reference", "budget_pooled")
+    only_new = np.flatnonzero(rej[default] & ~rej[before])
+    print(f"  rejected by the default ({' '.join(default)}) rule and not by reference budget_pooled (the default before "
+          f"2026-11-28, night): {len(only_new)}; a random {min(args.show, len(only_new))}:")
     src, tgt, origin = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
     for i in np.random.default_rng(args.seed).choice(only_new, size=min(args.show, len(only_new)), replace=False):
         print(f"  | {origin[i]} | {src[i][:90]!r} | {tgt[i][:90]!r} | {values[i]:.3f} |")

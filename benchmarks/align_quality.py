@@ -14,8 +14,9 @@ Every figure is printed beside an anchor measured in the same run, and as a rati
               partial, swapped number/option/name). P / R / F1 of the rejects and false rejects
               (share of correct pairs rejected) for the OLD calibration (random pairs, fewest expected
               errors), the NEW one (near misses made from the corpus, `--max-false-reject`), REF
-              (fewest errors against the encoder's held-out known-good catalogs) and BUDGET (the
-              default: below their `--max-false-reject` quantile), cosine and margin, recall per
+              (fewest errors against the encoder's held-out known-good catalogs), POOLED (below their
+              `--max-false-reject` quantile, one threshold for every length) and BUDGET (the
+              default: that quantile in each band of source length, 1 word, 2-3, 4+), cosine and margin, recall per
               kind; the best threshold in hindsight at the same false-reject rate; OpusFilter-style
               offline baselines (re-implemented here: LengthRatioFilter, NonZeroNumeralsFilter,
               TerminalPunctuationFilter with OpusFilter's defaults) and the project's cleaning rules. Goal (issue 21): recall ≥ 0.85 at ≤ 2 % false rejects.
@@ -62,6 +63,7 @@ import sys
 import time
 from collections import Counter
 from datetime import date
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -76,6 +78,8 @@ from mtcore.alignment.filter import (
     misaligned_partners,
     misaligned_share,
     near_miss_threshold,
+    length_band_thresholds,
+    length_bands,
     reference_scores,
     reference_threshold,
     score_pairs,
@@ -87,7 +91,33 @@ from mtcore.embedding.train import quick_clean, retrieval_accuracy
 from mtcore.data.paths import DATA_DIR, DEV, NEAR_MISS_DEV, OUTDATED_DEV, TEST
 
 
-REFERENCE_COLUMNS = (("ref", "fewest_errors"), ("budget", "budget"))  # column → `reference_threshold` rule
+REFERENCE_COLUMNS = (("ref", "fewest_errors"), ("pooled", "budget_pooled"), ("budget", "budget"))  # column → reference rule
+
+
+class Reference(NamedTuple):
+    """The encoder's known-good pairs, embedded, with their catalogs and length bands (`length_bands`)."""
+    x: np.ndarray
+    y: np.ndarray
+    group: np.ndarray
+    band: np.ndarray
+
+
+def reference_rule(rule: str, real: np.ndarray, mis: np.ndarray, ref: np.ndarray, max_false_reject: float,
+                   bands: tuple | None = None) -> tuple[np.ndarray | float, dict, float, float]:
+    """(each pair's threshold, what to report of it, π, estimated false rejects) of a reference rule, as the filter
+    decides: "budget" by length band where `bands` = (the pairs' bands, the reference's bands, its catalogs)."""
+    if rule == "budget" and bands is not None:
+        by, share, est, _ = length_band_thresholds(real, mis, ref, bands[0], bands[1], bands[2], max_false_reject)
+        return by[bands[0]], {"threshold": round(float(by.min()), 4), "thresholds_by_length": [round(float(v), 4) for v in by]}, share, est
+    t, share, est, _ = reference_threshold(real, mis, ref, max_false_reject, rule=rule)
+    return t, {"threshold": round(t, 4)}, share, est
+
+
+def rejected(real: np.ndarray, entry: dict, band: np.ndarray) -> np.ndarray:
+    """The pairs a reported calibration (`entry`) rejects."""
+    if "thresholds_by_length" in entry:
+        return real < np.asarray(entry["thresholds_by_length"])[band]
+    return real < entry["threshold"]
 
 
 def heldout_pairs(n: int, seed: int) -> pa.Table:
@@ -169,9 +199,10 @@ def length_score(src: list[str], tgt: list[str]) -> np.ndarray:
 
 
 def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_reject: float = MAX_FALSE_REJECT,
-                 ref: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                 ref: Reference | None = None) -> dict:
     out = {}
     src = table["src"].to_pylist()
+    bands = (length_bands(src), ref.band, ref.group) if ref is not None else None
     x = enc.encode(src)
     origins = table["origin"].to_pylist()
     for kind in ("shuffled", "near_miss", "near_miss_hard", "partial"):
@@ -189,8 +220,8 @@ def bench_filter(enc, table: pa.Table, seed: int, rate: float = 0.1, max_false_r
             if ref is not None:
                 ref_scores = reference_in(x, y, ref)[name]  # a kNN pass over the corpus: once for both rules
                 for key, rule in REFERENCE_COLUMNS:
-                    t_ref, share, _, _ = reference_threshold(real, mis, ref_scores, max_false_reject, rule=rule)
-                    row[f"{name}_{key}"] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4)}
+                    t_ref, shown, share, _ = reference_rule(rule, real, mis, ref_scores, max_false_reject, bands)
+                    row[f"{name}_{key}"] = prf(real < t_ref, bad) | shown | {"estimated_share": round(share, 4)}
         ls = length_score(src, tgt)
         partner = misaligned_partners(origins, len(src), seed)
         ls_mis = length_score(src, [tgt[j] for j in partner])
@@ -274,7 +305,7 @@ def recall_by_kind(rejected: np.ndarray, kinds: np.ndarray) -> dict[str, float]:
 
 def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, max_false_reject: float,
                         mis: np.ndarray | None = None, near: np.ndarray | None = None, ref: np.ndarray | None = None,
-                        near_given: bool = True) -> dict:
+                        near_given: bool = True, bands: tuple | None = None) -> dict:
     """AUC and the rejects of one score (higher = better aligned) at the best threshold in hindsight with
     `max_false_reject`, and, given the misaligned and near-miss scores, under the OLD and NEW calibration;
     given the reference (known-good) pairs' scores, under the REF and BUDGET rules (BUDGET: the default)."""
@@ -291,16 +322,17 @@ def calibration_figures(real: np.ndarray, bad: np.ndarray, kinds: np.ndarray, ma
             out["new"] = prf(real < t_new, bad) | {"threshold": round(t_new, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_new, kinds)}
         if ref is not None and len(ref):
             for key, rule in REFERENCE_COLUMNS:
-                t_ref, share, est, _ = reference_threshold(real, mis, ref, max_false_reject, rule=rule)
-                out[key] = prf(real < t_ref, bad) | {"threshold": round(t_ref, 4), "estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_ref, kinds)}
+                t_ref, shown, share, est = reference_rule(rule, real, mis, ref, max_false_reject, bands)
+                out[key] = prf(real < t_ref, bad) | shown | {"estimated_share": round(share, 4), "estimated_false_reject": round(est, 4), "recall_by_kind": recall_by_kind(real < t_ref, kinds)}
     out["hindsight"] = prf(real < t_best, bad) | {"threshold": round(t_best, 4), "recall_by_kind": recall_by_kind(real < t_best, kinds)}
     return out
 
 
 def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = MAX_FALSE_REJECT,
-                    ref: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                    ref: Reference | None = None) -> dict:
     """OLD vs NEW vs REF calibration on the labelled near-miss dev set, with the baselines."""
     src, tgt, origins = table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist()
+    band = length_bands(src)
     bad = np.asarray(table["label"].to_pylist(), dtype=bool)
     kinds = np.asarray(table["kind"].to_pylist())
     x, y = enc.encode(src), enc.encode(tgt)
@@ -309,22 +341,23 @@ def bench_near_miss(enc, table: pa.Table, seed: int, max_false_reject: float = M
     out = {"pairs": len(table), "misaligned": int(bad.sum()), "true_share": round(float(bad.mean()), 4), "max_false_reject": max_false_reject}
     for name in ("cosine", "margin"):
         out[name] = calibration_figures(scores.real(name), bad, kinds, max_false_reject, scores.misaligned(name), scores.near_miss(name),
-                                        reference_in(x, y, ref)[name] if ref is not None else None)
+                                        reference_in(x, y, ref)[name] if ref is not None else None,
+                                        bands=(band, ref.band, ref.group) if ref is not None else None)
     rules = cleaning_rules(table)
     base = opusfilter_style(src, tgt) | {"cleaning_rules": rules}
     out["baselines"] = {k: prf(v, bad) | {"recall_by_kind": per_kind(v)} for k, v in base.items()}
     # What the main job does: the cleaning rules, then the filter (default score), OLD vs NEW calibration.
     name = FilterConfig().score
     real = scores.real(name)
-    for which in ("old", "new", "ref", "budget"):
+    for which in ("old", "new", "ref", "pooled", "budget"):
         if which not in out[name]:
             continue
-        rej = rules | (real < out[name][which]["threshold"])
+        rej = rules | rejected(real, out[name][which], band)
         out[f"rules_plus_{name}_{which}"] = prf(rej, bad) | {"recall_by_kind": per_kind(rej)}
     return out
 
 
-def reference_embeddings(spec: str, enc) -> tuple[tuple[np.ndarray, np.ndarray] | None, int]:
+def reference_embeddings(spec: str, enc) -> tuple[Reference | None, int]:
     """The encoder's known-good reference pairs (its held-out catalogs), embedded; (None, 0) without them."""
     from pathlib import Path
 
@@ -335,12 +368,14 @@ def reference_embeddings(spec: str, enc) -> tuple[tuple[np.ndarray, np.ndarray] 
     if not path.exists():
         return None, 0
     t = read_corpus(path)
-    return (enc.encode(t["src"].to_pylist()), enc.encode(t["tgt"].to_pylist())), len(t)
+    src = t["src"].to_pylist()
+    return Reference(enc.encode(src), enc.encode(t["tgt"].to_pylist()), np.asarray(t["origin"].to_pylist(), dtype=object),
+                     length_bands(src)), len(t)
 
 
-def reference_in(x: np.ndarray, y: np.ndarray, ref: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
-    """The reference pairs' scores as rows of the corpus (x, y), as the filter computes them."""
-    cos, margin = reference_scores(x, y, *ref, FilterConfig().k)
+def reference_in(x: np.ndarray, y: np.ndarray, ref: Reference) -> dict[str, np.ndarray]:
+    """The reference pairs' scores as rows of the corpus (x, y), as the filter computes them (each beside its catalog)."""
+    cos, margin = reference_scores(x, y, ref.x, ref.y, FilterConfig().k, groups=ref.group)
     return {"cosine": cos, "margin": margin}
 
 
@@ -370,7 +405,7 @@ def mix_noise(table: pa.Table, kind: str, share: float, seed: int) -> tuple[list
     return [new[i] for i in rows], bad[rows], rows
 
 
-def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, ref: tuple[np.ndarray, np.ndarray] | None,
+def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, ref: Reference | None,
                       shares=(0.0, 0.05, 0.17, 0.4), sizes=(1300, 500)) -> dict:
     """Does the threshold follow the noise share? Held-out catalogs with 0–40 % of outdated (fuzzy) or
     shifted (neighbour) targets; recall and false rejects of every calibration, margin score; the 17 % outdated
@@ -386,8 +421,10 @@ def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, 
             x, y = enc.encode(src), enc.encode(tgt)
             scores = score_pairs(x, y, origins, FilterConfig().k, seed, src=src, tgt=tgt, encode=enc.encode)
             kinds = np.where(bad, kind, "ok")
+            band = length_bands(src)
             c = calibration_figures(scores.real("margin"), bad, kinds, max_false_reject, scores.misaligned("margin"),
-                                    scores.near_miss("margin"), reference_in(x, y, ref)["margin"] if ref is not None else None)
+                                    scores.near_miss("margin"), reference_in(x, y, ref)["margin"] if ref is not None else None,
+                                    bands=(band, ref.band, ref.group) if ref is not None else None)
             c["pairs"], c["true_share"] = len(sub), round(float(bad.mean()), 4)
             out[f"{kind}_{int(round(100 * share))}"] = c
             if kind == "fuzzy" and share == 0.17:  # the margin's scale grows as a corpus shrinks: smaller corpora
@@ -396,7 +433,8 @@ def bench_noise_share(enc, table: pa.Table, seed: int, max_false_reject: float, 
                     xs, ys, os_ = x[pick], y[pick], [origins[i] for i in pick]
                     sc = score_pairs(xs, ys, os_, FilterConfig().k, seed)
                     c = calibration_figures(sc.real("margin"), bad[pick], kinds[pick], max_false_reject, sc.misaligned("margin"),
-                                            None, reference_in(xs, ys, ref)["margin"] if ref is not None else None, near_given=False)
+                                            None, reference_in(xs, ys, ref)["margin"] if ref is not None else None, near_given=False,
+                                            bands=(band[pick], ref.band, ref.group) if ref is not None else None)
                     c["pairs"], c["true_share"] = size, round(float(bad[pick].mean()), 4)
                     out[f"fuzzy_17_n{size}"] = c
     return out
@@ -485,7 +523,9 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
     from mtcore.alignment import negatives
 
     ref_scores = scorer.score(ref["src"].to_pylist(), ref["tgt"].to_pylist()) if ref is not None else None
-    ref_emb = (enc.encode(ref["src"].to_pylist()), enc.encode(ref["tgt"].to_pylist())) if ref is not None else None
+    ref_emb = (Reference(enc.encode(ref["src"].to_pylist()), enc.encode(ref["tgt"].to_pylist()),
+                         np.asarray(ref["origin"].to_pylist(), dtype=object), length_bands(ref["src"].to_pylist()))
+               if ref is not None else None)
 
     def figures(src, tgt, origins, bad, kinds, near_given=True):
         partner = misaligned_partners(origins, len(src), seed)
@@ -495,7 +535,8 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         if near_given:
             pairs = negatives.near_miss_pairs(src, tgt, origins, seed, FilterConfig().synthetic_rows)
             near = scorer.score([src[i] for i in pairs.rows], pairs.targets)
-        c = calibration_figures(real, bad, kinds, max_false_reject, mis, near, ref_scores, near_given)
+        c = calibration_figures(real, bad, kinds, max_false_reject, mis, near, ref_scores, near_given,
+                                bands=(length_bands(src), ref_emb.band, ref_emb.group) if ref_emb is not None else None)
         if ref_emb is not None:  # margin OR classifier, one reference budget over the union
             x, y = enc.encode(src), enc.encode(tgt)
             sc = score_pairs(x, y, origins, FilterConfig().k, seed)
@@ -519,9 +560,9 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         t_bad, t_kinds = np.asarray(table["label"].to_pylist(), dtype=bool), np.asarray(table["kind"].to_pylist())
         real, out[name] = figures(table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist(), t_bad, t_kinds)
         rules = cleaning_rules(table)
-        for which in ("old", "ref", "budget"):
+        for which in ("old", "ref", "pooled", "budget"):
             if which in out[name]:
-                rej = rules | (real < out[name][which]["threshold"])
+                rej = rules | rejected(real, out[name][which], length_bands(table["src"].to_pylist()))
                 out[f"rules_plus_classifier_{prefix}{which}"] = prf(rej, t_bad) | {"recall_by_kind": recall_by_kind(rej, t_kinds)}
         return real
 
@@ -732,7 +773,7 @@ def print_near_miss(title: str, m: dict, fmt) -> None:
     for name in ("cosine", "margin"):
         c = m[name]
         print(f"  {name:6s} AUC {c['roc_auc']:.3f}")
-        for which in ("old", "new", "ref", "budget", "hindsight"):
+        for which in ("old", "new", "ref", "pooled", "budget", "hindsight"):
             if which not in c:
                 continue
             r = c[which]
@@ -766,7 +807,7 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt, outdated:
             continue
         r = c[name]
         print(f"  {name:22s} AUC {r['roc_auc']:.3f}")
-        for which in ("old", "new", "ref", "budget", "hindsight"):
+        for which in ("old", "new", "ref", "pooled", "budget", "hindsight"):
             if which in r:
                 extra = f" est. noise {r[which]['estimated_share']:.3f}" if "estimated_share" in r[which] else ""
                 print(f"    {which:9s} {fmt(r[which])}  t={r[which]['threshold']:.3f}{extra}  recall by kind {r[which]['recall_by_kind']}")
@@ -776,10 +817,10 @@ def print_classifier(args, enc, nm: pa.Table, catalogs: pa.Table, fmt, outdated:
     for k in (k for k in c if k.startswith("rules_plus_classifier_")):
         print(f"  cleaning rules + classifier {k.removeprefix('rules_plus_classifier_').upper():12s} {fmt(c[k])}  recall by kind {c[k]['recall_by_kind']}")
     for k, r in c["noise_share"].items():
-        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "budget", "union_ref", "hindsight") if w in r)
+        cols = "  ".join(f"{w.upper()} R {r[w]['recall']:.3f} FR {100 * r[w]['false_reject']:.1f} %" for w in ("old", "ref", "pooled", "budget", "union_ref", "hindsight") if w in r)
         print(f"  noise {k:13s} {r['pairs']} pairs, {100 * r['true_share']:4.1f} % bad, AUC {r['roc_auc']:.3f}:  {cols}")
     for k, r in c["planted"].items():
-        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "budget", "union_ref", "hindsight") if w in r)
+        cols = " | ".join(f"{w.upper()} {fmt(r[w])}" for w in ("old", "ref", "pooled", "budget", "union_ref", "hindsight") if w in r)
         print(f"  planted {k:15s} AUC {r['roc_auc']:.3f}  {cols}")
     return c
 
@@ -828,7 +869,8 @@ def main(argv=None) -> int:
     res["reference_pairs"] = n_ref
     print(f"calibrations: OLD = random pairs, NEW = near misses made from the corpus, REF = fewest errors against {n_ref} known-good "
           f"pairs (the encoder's held-out catalogs), at most {args.max_false_reject:g} of them rejected (--reference-rule fewest_errors); "
-          "BUDGET = the same pairs' false-reject quantile, the most recall within the budget (the default); "
+          "POOLED = the same pairs' false-reject quantile, the most recall within the budget (the default before 2026-11-28, night); "
+          "BUDGET = that quantile in each band of source length (1 word, 2-3, 4+; the default); "
           "hindsight = the best threshold at that false-reject rate")
     fmt = lambda r: f"P {r['precision']:.3f} R {r['recall']:.3f} F1 {r['f1']:.3f} FR {100 * r['false_reject']:.1f} %"  # noqa: E731
     outdated = pq.read_table(OUTDATED_DEV) if OUTDATED_DEV.exists() else None
@@ -843,7 +885,7 @@ def main(argv=None) -> int:
         res["noise_share"] = ns = bench_noise_share(enc, dev_catalogs, args.seed, args.max_false_reject, ref)
         print("== does the threshold follow the noise share? held-out catalogs with outdated (fuzzy) or shifted (neighbour) targets, margin")
         for k, c in ns.items():
-            cols = "  ".join(f"{w.upper()} R {c[w]['recall']:.3f} FR {100 * c[w]['false_reject']:.1f} %" for w in ("old", "new", "ref", "budget", "hindsight") if w in c)
+            cols = "  ".join(f"{w.upper()} R {c[w]['recall']:.3f} FR {100 * c[w]['false_reject']:.1f} %" for w in ("old", "new", "ref", "pooled", "budget", "hindsight") if w in c)
             print(f"  {k:13s} {c['pairs']} pairs, {100 * c['true_share']:4.1f} % bad, AUC {c['roc_auc']:.3f}:  {cols}")
         if args.nmt:
             res["dual_xent"] = dx = bench_dual_xent(enc, nm, *args.nmt, args.seed, args.max_false_reject)
@@ -871,7 +913,8 @@ def main(argv=None) -> int:
         la = row["anchor_length"]
         for name in ("cosine", "margin"):
             cols = " | ".join(f"{w} {fmt(row[key])} (t={row[key]['threshold']:.3f})"
-                              for w, key in (("OLD", name), ("NEW", f"{name}_new"), ("REF", f"{name}_ref"), ("BUDGET", f"{name}_budget")) if key in row)
+                              for w, key in (("OLD", name), ("NEW", f"{name}_new"), ("REF", f"{name}_ref"), ("POOLED", f"{name}_pooled"),
+                                             ("BUDGET", f"{name}_budget")) if key in row)
             print(f"  {kind:15s} {name:6s} {cols}   length-ratio anchor F1 {la['f1']:.3f}")
 
     if args.skip_documents:

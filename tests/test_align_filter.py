@@ -546,6 +546,102 @@ def test_the_budget_rule_spends_the_false_reject_budget_where_fewest_errors_keep
         reference_threshold(real, mis, ref, 0.02, rule="quantile")
 
 
+def test_length_bands_count_the_sources_words():
+    from mtcore.alignment.calibration import BAND_NAMES, length_bands
+
+    assert length_bands(["Save", "Save as", "Save the file", "Save the new file now", ""]).tolist() == [0, 1, 1, 2, 0]
+    assert len(BAND_NAMES) == 3 and length_bands(["保存文件", "打开新文件"]).tolist() == [0, 0]  # no spaces: one band
+
+
+def test_the_budget_is_spent_in_every_length_band():
+    """One-word labels score low and spread, longer messages high and tight; real near misses (outdated translations)
+    sit among the longer ones. One pooled threshold spent the budget on the labels and caught none of them; a
+    threshold per length band loses about the budget in each band and catches most of them."""
+    from mtcore.alignment.calibration import length_band_thresholds, reference_threshold
+
+    rng = np.random.default_rng(0)
+
+    def good(n_short: int, n_long: int) -> tuple[np.ndarray, np.ndarray]:
+        return (np.r_[rng.normal(0.3, 0.15, n_short), rng.normal(0.8, 0.05, n_long)],
+                np.r_[np.zeros(n_short, np.int64), np.full(n_long, 2)])
+
+    ref, ref_band = good(1000, 3000)
+    real_good, band_good = good(1000, 3000)
+    real, band = np.r_[real_good, rng.normal(0.68, 0.04, 400)], np.r_[band_good, np.full(400, 2)]
+    bad = np.r_[np.zeros(4000, bool), np.ones(400, bool)]
+    mis = rng.normal(-0.5, 0.1, len(real))
+    pooled = reference_threshold(real, mis, ref, 0.02, rule="budget")[0]
+    by, share, est_fr, _ = length_band_thresholds(real, mis, ref, band, ref_band, None, 0.02)
+    rej_pooled, rej_band = real < pooled, real < by[band]
+    assert rej_pooled[~bad & (band == 0)].mean() > 0.05 and rej_pooled[bad].mean() < 0.05
+    for b in (0, 2):
+        assert rej_band[~bad & (band == b)].mean() <= 0.035
+    assert rej_band[bad].mean() > 0.5
+    assert by[1] == pytest.approx(np.quantile(ref, 0.02))  # a band without reference pairs: the pooled quantile
+    assert est_fr == pytest.approx((ref < by[ref_band]).mean()) and 0.0 < share < 0.2
+
+
+def test_a_band_quantile_is_taken_low_where_the_reference_catalogs_disagree():
+    from mtcore.alignment.calibration import catalog_quantile
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.normal(mean, 0.1, 50) for mean in rng.normal(0.0, 1.0, 40)])  # 40 catalogs of 50
+    groups = np.repeat([f"cat{i}" for i in range(40)], 50)
+    assert catalog_quantile(values, None, 0.02) == pytest.approx(np.quantile(values, 0.02))
+    assert catalog_quantile(values, np.full(len(values), "one"), 0.02) == pytest.approx(np.quantile(values, 0.02))
+    assert catalog_quantile(values, groups, 0.02) < np.quantile(values, 0.02) - 0.1
+    alike = rng.normal(0.0, 1.0, 2000)  # catalogs that do not differ: about the plain quantile
+    assert abs(catalog_quantile(alike, groups, 0.02) - np.quantile(alike, 0.02)) < 0.15
+
+
+def test_a_reference_pair_is_scored_beside_its_own_catalog():
+    """A catalog's messages are one another's nearest neighbours ("Cannot open file" beside "Cannot read file"), which
+    lowers their margin as rows of a corpus; scored beside the corpus alone, reference pairs of such a catalog had
+    higher margins than the same pairs in a corpus, and the reference's quantile rejected too many good pairs."""
+    from mtcore.alignment.filter import reference_scores, score_pairs
+
+    rng = np.random.default_rng(0)
+
+    def unit(a: np.ndarray) -> np.ndarray:
+        return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32)
+
+    x = unit(rng.normal(size=(300, 16)))
+    y = unit(x + 0.5 * rng.normal(size=x.shape))
+    base = rng.normal(size=16)
+    xc = unit(base + 0.4 * rng.normal(size=(20, 16)))  # a catalog of near-duplicate messages
+    yc = unit(xc + 0.3 * rng.normal(size=xc.shape))
+    in_corpus = score_pairs(np.vstack([x[:280], xc]), np.vstack([y[:280], yc]), None, k=4).margin[280:]
+    alone = reference_scores(x, y, xc, yc, k=4)[1]
+    beside = reference_scores(x, y, xc, yc, k=4, groups=np.array(["c"] * 20, dtype=object))[1]
+    assert np.abs(beside - in_corpus).mean() < 0.5 * np.abs(alone - in_corpus).mean()
+    assert np.median(beside) < np.median(alone)
+
+
+def test_the_encoders_reference_sets_a_threshold_per_length_band(encoder_dir, tmp_path):
+    """With enough known-good pairs per band, every band has its threshold: reported, named in each reject, and the
+    one each pair is judged by (scores.parquet's `kept`)."""
+    import shutil
+
+    from mtcore.alignment.calibration import BAND_NAMES
+
+    encoder = shutil.copytree(encoder_dir, tmp_path / "encoder")
+    write_parquet(tiny_corpus().slice(200, 400), encoder / "reference.parquet")  # 4 catalogs; 3- and 4-word messages
+    src = write_parquet(corpus_with_misalignments(20, start=600)[0], tmp_path / "in.parquet")
+    res = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=str(encoder)), use_ray=False, track=False)
+    cal = res.report["calibration"]
+    by = cal["thresholds_by_length"]
+    assert list(by) == list(BAND_NAMES) and cal["threshold"] == pytest.approx(min(by.values()))
+    assert cal["reference_pairs_by_length"]["2-3 words"] >= 100 and cal["reference_pairs_by_length"]["4+ words"] >= 100
+    assert by["2-3 words"] != by["4+ words"] and "in each band of source length" in cal["method"]
+    scores = pq.read_table(tmp_path / "out" / "scores.parquet").to_pandas()
+    table = pq.read_table(src).to_pandas().set_index("id").loc[scores["id"]]
+    words = table["src"].str.split().str.len().to_numpy()
+    expected = scores["margin"].to_numpy() >= np.where(words >= 4, by["4+ words"], by["2-3 words"])
+    assert (scores["kept"].to_numpy() == expected).all()
+    rejects = pq.read_table(tmp_path / "out" / "rejects").to_pandas()
+    assert len(rejects) == (~expected).sum() and all(d.endswith(("(2-3 words)", "(4+ words)")) for d in rejects["detail"])
+
+
 def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path, monkeypatch):
     from mtcore.alignment import filter as filter_module
 
@@ -558,7 +654,7 @@ def test_reference_rule_is_checked_and_reported(encoder_dir, tmp_path, monkeypat
 
     real_rule = filter_module.reference_threshold
     monkeypatch.setattr(filter_module, "reference_threshold", recording)
-    with pytest.raises(FilterError, match=r"--reference-rule: one of \['budget', 'fewest_errors'\], not 'median'"):
+    with pytest.raises(FilterError, match=r"--reference-rule: one of \['budget', 'budget_pooled', 'fewest_errors'\], not 'median'"):
         FilterConfig(reference_rule="median")
     with pytest.raises(FilterError, match="--reference-rule choose"):
         FilterConfig(threshold=0.5, reference_rule="fewest_errors")

@@ -21,11 +21,12 @@
    - "reference" (default): the scores of pairs known to be good (`reference`, or the
      encoder's own `reference.parquet`: the built-in encoder holds out whole catalogs for
      this), scored as if they were rows of the corpus, are the good pairs' distribution.
-     `reference_rule` "budget" (default): the threshold is their `max_false_reject` quantile,
-     the most noise caught with that share of good pairs lost; "fewest_errors": the fewest
-     expected errors against them, within the same budget (keeps near misses that overlap
-     good pairs). Neither assumes a noise share or a kind of noise. Without reference pairs,
-     "near_miss".
+     `reference_rule` "budget" (default): the threshold is their `max_false_reject` quantile in
+     each band of source length (1 word, 2-3, 4+; `calibration.length_band_thresholds`), the most
+     noise caught with that share of good pairs lost; "budget_pooled": one quantile for every
+     length; "fewest_errors": the fewest expected errors against them, within the same budget
+     (keeps near misses that overlap good pairs). None assumes a noise share or a kind of
+     noise. Without reference pairs, "near_miss".
    - "near_miss": the near-miss pairs stand in for the bad pairs' scores; the noise share
      π is estimated from the corpus (`near_miss_share`) and the good pairs' distribution
      is what remains of the corpus's once π·bad is taken out. Capped and floored (see
@@ -57,11 +58,15 @@ from mtcore import checks
 from mtcore.console import progress_line
 from mtcore.alignment import negatives
 from mtcore.alignment.calibration import (  # noqa: F401 - re-exported: benchmarks and users import them from here
+    BAND_NAMES,
     MAX_FALSE_REJECT,
+    MIN_BAND_REFERENCE,
     MIN_RANDOM_AUC,
     REFERENCE_RULES,
     auto_threshold,
     false_reject_threshold,
+    length_band_thresholds,
+    length_bands,
     misaligned_share,
     near_miss_share,
     near_miss_threshold,
@@ -102,7 +107,7 @@ class FilterConfig:
     seed: int = 0  # for the misaligned calibration pairs
     calibration: str = "reference"  # or "near_miss", "random" (module docstring; measured in RESULTS.md, issue 21)
     max_false_reject: float = MAX_FALSE_REJECT  # target share of good pairs rejected ("reference", "near_miss")
-    reference_rule: str = "budget"  # or "fewest_errors" (calibration.reference_threshold; measured in RESULTS.md, issue 21)
+    reference_rule: str = "budget"  # or "budget_pooled", "fewest_errors" (calibration.py; measured in RESULTS.md, issue 21)
     reference: str = ""  # known-good pairs for "reference" (any corpus format); "": the encoder's reference.parquet
     synthetic_rows: int = 4000  # rows given a partial/swapped target for calibration (encoded once more)
     # score "dual_xent": mtcore checkpoints translating source→target and target→source (dual_xent.py)
@@ -311,6 +316,12 @@ class PairScores:
     ref_dual_xent: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_classifier: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ref_source: str = ""
+    # length bands (`calibration.length_bands`) of the real pairs and of the reference pairs, and the reference's catalogs
+    band: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    mis_band: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # the scored (distinct) rows'
+    near_band: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ref_band: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ref_group: np.ndarray | None = None
 
     def real(self, name: str) -> np.ndarray:
         return getattr(self, name)
@@ -326,7 +337,7 @@ class PairScores:
 
     def for_rows(self, index: np.ndarray) -> PairScores:
         """These scores with the real pairs' taken at `index` (a row's copy shares its score)."""
-        real = {name: getattr(self, name)[index] for name in ("cosine", "margin", "dual_xent", "classifier")
+        real = {name: getattr(self, name)[index] for name in ("cosine", "margin", "dual_xent", "classifier", "band")
                 if len(getattr(self, name))}
         return replace(self, **real)
 
@@ -383,14 +394,29 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     if cfg.threshold != "auto":
         t, method, share, est_fr = float(cfg.threshold), "given", near_miss_share(real, near) if len(near) else misaligned_share(real, mis), None
     elif cfg.calibration == "reference" and len(ref):
-        t, share, est_fr, t_random = reference_threshold(real, mis, ref, cfg.max_false_reject, cfg.reference_rule)
         fr = cfg.max_false_reject
-        how = (f"the highest threshold rejecting at most {fr:g} of them (budget)" if cfg.reference_rule == "budget"
-               else f"fewest expected errors against them, at most {fr:g} of them rejected (fewest_errors)")
+        by_length = (cfg.reference_rule == "budget" and len(scores.band) == len(real) and len(scores.ref_band) == len(ref)
+                     and np.bincount(scores.ref_band).max() >= MIN_BAND_REFERENCE)
+        if by_length:
+            bands, share, est_fr, t_random = length_band_thresholds(real, mis, ref, scores.band, scores.ref_band,
+                                                                   scores.ref_group, fr)
+            t = float(bands.min())
+            out["thresholds_by_length"] = {name: round(float(v), 6) for name, v in zip(BAND_NAMES, bands)}
+            out["reference_pairs_by_length"] = {name: int((scores.ref_band == b).sum()) for b, name in enumerate(BAND_NAMES)}
+            how = (f"in each band of source length ({', '.join(BAND_NAMES)}), the highest threshold rejecting at most "
+                   f"{fr:g} of that band's (budget; the lowest of the thresholds is `threshold`)")
+        else:
+            t, share, est_fr, t_random = reference_threshold(real, mis, ref, fr, cfg.reference_rule)
+            how = (f"the highest threshold rejecting at most {fr:g} of them ({cfg.reference_rule})" if cfg.reference_rule != "fewest_errors"
+                   else f"fewest expected errors against them, at most {fr:g} of them rejected (fewest_errors)")
+            if cfg.reference_rule == "budget":
+                how += f"; one threshold for every length: no band of source length has {MIN_BAND_REFERENCE} of them"
         method = (f"reference: {len(ref)} known-good pairs' scores as the good distribution ({scores.ref_source}), {how}; "
                   "noise share = corpus below it beyond the expected false rejects (a lower bound)")
-        if t == t_random:
+        if (by_length and (bands == t_random).all()) or (not by_length and t == t_random):
             method += "; raised to the random-pair rule's threshold (floor)"
+        elif by_length and (bands == t_random).any():
+            method += "; some bands raised to the random-pair rule's threshold (floor)"
         out |= {"threshold_random_rule": round(t_random, 6) if np.isfinite(t_random) else None,
                 "reference_pairs": len(ref), "reference_median": round(float(np.median(ref)), 4),
                 "reference_vs_random_auc": round(separation(ref, mis), 4) if len(mis) else None}
@@ -407,6 +433,9 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     else:
         t, share, est_fr = auto_threshold(real, mis), misaligned_share(real, mis), None
         method = "random: min expected errors, random same-origin pairs as the bad-score distribution"
+    by_band = np.asarray(list(out["thresholds_by_length"].values())) if "thresholds_by_length" in out else None
+    at = lambda values, band: by_band[band] if by_band is not None and len(band) == len(values) else t  # noqa: E731
+    row_t, mis_t, near_t = at(real, scores.band), at(mis, scores.mis_band), at(near, scores.near_band)
     out |= {
         "method": method,
         "threshold": float(t),
@@ -415,10 +444,10 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
         "max_false_reject": cfg.max_false_reject,
         "reference_rule": cfg.reference_rule if cfg.threshold == "auto" and cfg.calibration == "reference" and len(ref) else None,
         "misaligned_pairs": "random: targets of other rows of the same origin",
-        "misaligned_below_threshold": round(float((mis < t).mean()), 4) if len(mis) else None,
+        "misaligned_below_threshold": round(float((mis < mis_t).mean()), 4) if len(mis) else None,
         "near_miss_pairs": {str(k): int(c) for k, c in zip(*np.unique(scores.near_kind, return_counts=True))} if len(near) else {},
-        "near_miss_below_threshold": round(float((near < t).mean()), 4) if len(near) else None,
-        "real_below_threshold": round(float((real < t).mean()), 4) if len(real) else None,
+        "near_miss_below_threshold": round(float((near < near_t).mean()), 4) if len(near) else None,
+        "real_below_threshold": round(float((real < row_t).mean()), 4) if len(real) else None,
         "real_median": round(float(np.median(real)), 4) if len(real) else None,
         "misaligned_median": round(float(np.median(mis)), 4) if len(mis) else None,
         "near_miss_median": round(float(np.median(near)), 4) if len(near) else None,
@@ -439,6 +468,15 @@ class FilterResult:
     rejects: pa.Table | None = field(default=None, repr=False)
 
 
+def row_thresholds(scores: PairScores, calibration: dict) -> np.ndarray:
+    """Each real pair's threshold: its length band's (`thresholds_by_length`), else the one threshold."""
+    n = len(scores.band) if len(scores.band) else len(scores.cosine)
+    by_length = calibration.get("thresholds_by_length")
+    if by_length and len(scores.band):
+        return np.asarray(list(by_length.values()), dtype=np.float64)[scores.band]
+    return np.full(n, float(calibration["threshold"]))
+
+
 def outputs_exist(output: Path) -> bool:
     return (output / "report.json").is_file() and (output / "kept").is_dir() and (output / "rejects").is_dir()
 
@@ -448,9 +486,11 @@ def decide(table: pa.Table, scores: PairScores, cfg: FilterConfig) -> tuple[pa.T
     from mtcore.data.ledger import rejects_table
 
     values = scores.real(cfg.score)
-    threshold = calibrate(scores, cfg)["threshold"]
-    keep = values >= threshold
+    calibration = calibrate(scores, cfg)
+    threshold, row_t = calibration["threshold"], row_thresholds(scores, calibration)
+    keep = values >= row_t
     rej = np.flatnonzero(~keep)
+    band = (lambda i: f" ({BAND_NAMES[scores.band[i]]})") if "thresholds_by_length" in calibration else (lambda i: "")
     sub = table.take(pa.array(rej, pa.int64()))
     rejects = rejects_table(
         sub["src"].to_pylist(),
@@ -460,7 +500,7 @@ def decide(table: pa.Table, scores: PairScores, cfg: FilterConfig) -> tuple[pa.T
         stage=STAGE,
         reason=REASONS[cfg.score],
         scores=[float(values[i]) for i in rej],
-        details=[f"{cfg.score} {values[i]:.3f} < threshold {threshold:.3f}" for i in rej],
+        details=[f"{cfg.score} {values[i]:.3f} < threshold {row_t[i]:.3f}{band(i)}" for i in rej],
     )
     return table.filter(pa.array(keep)), rejects, threshold
 
@@ -491,9 +531,14 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
     src, tgt = table["src"].to_pylist(), table["tgt"].to_pylist()
     pairs = negatives.near_miss_pairs(src, tgt, origins, cfg.seed, cfg.synthetic_rows) if near else None
     scores = score_pairs(x, y, origins, cfg.k, cfg.seed, cfg.margin_window, encode=encode, near=pairs)
+    scores.band = scores.mis_band = length_bands(src)  # a random misaligned pair keeps its row's source
+    scores.near_band = scores.band[pairs.rows] if pairs is not None and len(pairs) else np.zeros(0, dtype=np.int64)
     if reference is not None:
         scores.ref_cosine, scores.ref_margin = reference_in_corpus(reference, src, tgt, scores, x, y, encode, cfg)
         scores.ref_source = ref_source
+        scores.ref_band = length_bands(reference["src"].to_pylist())
+        if not cfg.reference:  # the encoder's own: whole held-out catalogs (a user's file may be any sample)
+            scores.ref_group = np.asarray(reference["origin"].to_pylist(), dtype=object)
     timing = {"encode_seconds": round(t_enc, 2)}
     if cfg.score in PAIR_MODELS:
         t_model = time.perf_counter()
@@ -546,20 +591,43 @@ def pair_model_scores(actor, kwargs: dict, column: str, src: list[str], tgt: lis
 
 
 def reference_scores(x: np.ndarray, y: np.ndarray, xr: np.ndarray, yr: np.ndarray, k: int = DEFAULT_K,
-                     window: int = MARGIN_WINDOW, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                     window: int = MARGIN_WINDOW, seed: int = 0, groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(cosine, margin) of the reference pairs (xr, yr) as if each were one more row of the corpus (x, y).
 
     The margin divides by the mean similarity of a sentence's nearest neighbours, which grows with the
     size and density of the corpus it is searched in (measured: the median margin of the same kind of
     pairs is 1.24 in 3,400 rows and 1.62 in 200); scored in their own neighbourhood, the reference would
     not be on the corpus's scale. Above `window` rows the corpus's rows find their neighbours in windows
-    of ceil(n / ceil(n / window)) rows; the reference pairs, in a random sample of that size."""
+    of ceil(n / ceil(n / window)) rows; the reference pairs, in a random sample of that size.
+
+    `groups` (each reference pair's catalog): a corpus row's window holds its own catalog, whose messages
+    ("Cannot open file" beside "Cannot read file") are its nearest neighbours and lower its margin. So a
+    reference pair is scored among its own catalog's other pairs plus corpus rows up to that size (measured,
+    pairs of 8+ words: without them the reference's 2 % quantile lost 12-17 % of the good pairs of held-out
+    catalogs, with them 3-5 %; benchmarks/RESULTS.md, issue 21)."""
     cos = cosine(xr, yr)
     n = len(x)
     size = -(-n // max(1, -(-n // window)))  # the corpus's window size (windowed_knn)
-    rows = np.sort(np.random.default_rng(seed).choice(n, size, replace=False)) if n > size else np.arange(n)
-    x_knn = knn_mean_similarity(xr, y[rows], k, own=cos)
-    y_knn = knn_mean_similarity(yr, x[rows], k, own=cos)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        rows = np.sort(rng.choice(n, size, replace=False)) if n > size else np.arange(n)
+        x_knn = knn_mean_similarity(xr, y[rows], k, own=cos)
+        y_knn = knn_mean_similarity(yr, x[rows], k, own=cos)
+        return cos, ratio_margin(cos, x_knn, y_knn)
+    x_knn, y_knn = np.empty(len(xr)), np.empty(len(xr))
+    names, group_of = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    for g in range(len(names)):
+        mine = np.flatnonzero(group_of == g)
+        take = min(n, max(0, size - len(mine)))  # the catalog and the corpus rows fill one window together
+        rows = np.sort(rng.choice(n, take, replace=False)) if take < n else np.arange(n)
+        for queries, siblings, corpus_keys, out in ((xr, yr, y, x_knn), (yr, xr, x, y_knn)):
+            keys = np.concatenate([corpus_keys[rows], siblings[mine]])
+            for start in range(0, len(mine), 512):
+                part = mine[start:start + 512]
+                sims = queries[part] @ keys.T
+                sims[np.arange(len(part)), len(rows) + start + np.arange(len(part))] = cos[part]  # its own partner, once
+                kk = max(1, min(k, sims.shape[1]))
+                out[part] = np.partition(sims, sims.shape[1] - kk, axis=1)[:, -kk:].mean(axis=1)
     return cos, ratio_margin(cos, x_knn, y_knn)
 
 
@@ -577,7 +645,9 @@ def reference_in_corpus(reference: pa.Table, src: list[str], tgt: list[str], sco
     out = np.flatnonzero(~inside)
     if len(out):
         xr, yr = encode([r_src[i] for i in out]), encode([r_tgt[i] for i in out])
-        cos[out], margin[out] = reference_scores(x, y, xr, yr, cfg.k, cfg.margin_window, cfg.seed)
+        # the encoder's own reference is whole held-out catalogs, each scored beside its other pairs; a user's file may be any sample
+        groups = None if cfg.reference else np.asarray(reference["origin"].to_pylist(), dtype=object)[out]
+        cos[out], margin[out] = reference_scores(x, y, xr, yr, cfg.k, cfg.margin_window, cfg.seed, groups)
     return cos, margin
 
 
@@ -772,6 +842,7 @@ def filter_corpus(
         cfg = replace(cfg, score="cosine")
     progress_line(f"scoring {len(scored):,} pairs of {input_path} ({distinct:,} distinct) by {cfg.score}")
     kept, rejects, threshold, scores, timing = filter_table(scored, cfg, use_ray=use_ray)
+    calibration = calibrate(scores, cfg)
     judged_rejects = len(rejects)  # by the threshold; the empty-side pairs were never scored
     rejects = pa.concat_tables([empty, rejects])
 
@@ -781,11 +852,10 @@ def filter_corpus(
         write_parquet(  # the scored pairs (those with an empty side are rejects without a score)
             pa.table({"id": scored["id"], "cosine": scores.cosine, "margin": scores.margin}
                      | ({cfg.score: scores.real(cfg.score)} if cfg.score in PAIR_MODELS else {})
-                     | {"kept": pa.array(scores.real(cfg.score) >= threshold)}),
+                     | {"kept": pa.array(scores.real(cfg.score) >= row_thresholds(scores, calibration))}),
             work / "scores.parquet",
         )
         real, mis = scores.real(cfg.score), scores.misaligned(cfg.score)
-        calibration = calibrate(scores, cfg)
         over = calibration.get("estimated_false_reject")
         if over is not None and over > cfg.max_false_reject and "(floor)" in calibration["method"]:
             log.warning("the random-pair rule's threshold %.3f (the floor) rejects an estimated %.1f %% of the known-good "
@@ -817,7 +887,8 @@ def filter_corpus(
             calibration=calibration, timing=timing,
         )
         write_report(work / "report.json", report, input=str(input_path), config=_jsonable(asdict(cfg)))
-        plot_histogram(real, mis, threshold, cfg.score, work / "histogram.png", scores.near_miss(cfg.score))
+        plot_histogram(real, mis, calibration.get("thresholds_by_length") or threshold, cfg.score, work / "histogram.png",
+                       scores.near_miss(cfg.score))
         stage.finish({"input": report.input, "kept": report.kept, "threshold": threshold})
     run_id = _track(cfg, report, output, input_path) if track else None
     body = json.loads((output / "report.json").read_text())
@@ -853,7 +924,9 @@ def _jsonable(d: dict) -> dict:
     return {k: one(v) for k, v in d.items()}
 
 
-def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float, score: str, path: Path, near: np.ndarray | None = None) -> Path:
+def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float | dict[str, float], score: str, path: Path,
+                   near: np.ndarray | None = None) -> Path:
+    """The scores' histograms and the threshold (a line per length band where they differ)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -867,7 +940,8 @@ def plot_histogram(real: np.ndarray, misaligned: np.ndarray, threshold: float, s
     ax.hist(misaligned, bins=bins, alpha=0.6, label="misaligned on purpose (random, same origin)", density=True)
     if near is not None and len(near):
         ax.hist(near, bins=bins, alpha=0.5, label="near misses made from the corpus", density=True)
-    ax.axvline(threshold, color="black", linestyle="--", label=f"threshold {threshold:.3f}")
+    for (name, t), style in zip((threshold.items() if isinstance(threshold, dict) else [("", threshold)]), ("--", ":", "-.")):
+        ax.axvline(t, color="black", linestyle=style, label=f"threshold {t:.3f}" + (f", {name}" if name else ""))
     ax.set_xlabel(score)
     ax.set_ylabel("density")
     ax.set_title(f"align_filter: {score} of corpus pairs vs deliberately misaligned pairs")

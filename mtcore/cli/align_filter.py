@@ -21,9 +21,10 @@ Writes DIR/kept/, DIR/rejects/ (reason low_cosine / low_margin / low_dual_xent /
 DIR/scores.parquet, DIR/report.json and DIR/histogram.png (also logged to MLflow).
 `--threshold auto` compares the corpus's scores with those of pairs known to be good
 (`--calibration reference`, the default): it rejects what scores below the lowest `--max-false-reject`
-(2 %) of the known-good ones (`--reference-rule budget`; `fewest_errors` rejects only the band where
-most pairs cannot be good), unless the random-pair rule's threshold, its floor, is higher (a weak
-encoder: a warning and the report say so). The built-in encoder holds out whole catalogs for this; or pass
+(2 %) of the known-good ones of the same source length (1 word, 2-3, 4+: `--reference-rule budget`;
+`budget_pooled`: one threshold for every length, which spent the budget on one-word labels;
+`fewest_errors` rejects only the band where most pairs cannot be good), unless the random-pair
+rule's threshold, its floor, is higher (a weak encoder: a warning and the report say so). The built-in encoder holds out whole catalogs for this; or pass
 `--reference FILE` with pairs you trust, from your domain. Without reference pairs it calibrates
 against near misses made from the corpus (`near_miss`); `random` is the first rule (random
 same-catalog pairs; lets most near misses through). The report gives the threshold, how it was
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "from the corpus) or random (the first rule) (default: %(default)s)")
     ap.add_argument("--max-false-reject", type=float, default=d.max_false_reject, help="target share of good pairs rejected (default: %(default)s)")
     ap.add_argument("--reference-rule", default=d.reference_rule, choices=REFERENCE_RULES,
-                    help="for --calibration reference: budget (reject below the known-good pairs' --max-false-reject quantile: the most "
-                         "noise caught for that loss) or fewest_errors (keeps what overlaps good pairs) (default: %(default)s)")
+                    help="for --calibration reference: budget (reject below the --max-false-reject quantile of the known-good pairs "
+                         "of the same source length: the most noise caught for that loss), budget_pooled (one quantile for every "
+                         "length) or fewest_errors (keeps what overlaps good pairs) (default: %(default)s)")
     ap.add_argument("--reference", default=d.reference, metavar="FILE",
                     help="known-good pairs for --calibration reference, any corpus format (default: the encoder's held-out catalogs)")
     ap.add_argument("--k", type=int, default=d.k, help="neighbours for the margin score (default: %(default)s)")
