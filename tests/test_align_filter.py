@@ -617,18 +617,22 @@ def test_a_reference_pair_is_scored_beside_its_own_catalog():
     assert np.median(beside) < np.median(alone)
 
 
-def test_the_encoders_reference_sets_a_threshold_per_length_band(encoder_dir, tmp_path):
-    """With enough known-good pairs per band, every band has its threshold: reported, named in each reject, and the
-    one each pair is judged by (scores.parquet's `kept`)."""
+def test_the_encoders_reference_sets_a_threshold_per_length_band(encoder_dir, tmp_path, mlflow_uri):
+    """With enough known-good pairs per band, every band has its threshold: reported (report.json, MLflow), named in
+    each reject, and the one each pair is judged by (scores.parquet's `kept`)."""
     import shutil
+
+    import mlflow
 
     from mtcore.alignment.calibration import BAND_NAMES
 
     encoder = shutil.copytree(encoder_dir, tmp_path / "encoder")
     write_parquet(tiny_corpus().slice(200, 400), encoder / "reference.parquet")  # 4 catalogs; 3- and 4-word messages
     src = write_parquet(corpus_with_misalignments(20, start=600)[0], tmp_path / "in.parquet")
-    res = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=str(encoder)), use_ray=False, track=False)
+    res = filter_corpus(src, tmp_path / "out", FilterConfig(encoder=str(encoder)), use_ray=False)
     cal = res.report["calibration"]
+    metrics = mlflow.MlflowClient(mlflow_uri).get_run(res.report["mlflow_run_id"]).data.metrics
+    assert metrics["threshold.4_or_more_words"] == pytest.approx(cal["thresholds_by_length"]["4+ words"])
     by = cal["thresholds_by_length"]
     assert list(by) == list(BAND_NAMES) and cal["threshold"] == pytest.approx(min(by.values()))
     assert cal["reference_pairs_by_length"]["2-3 words"] >= 100 and cal["reference_pairs_by_length"]["4+ words"] >= 100

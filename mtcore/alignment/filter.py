@@ -976,6 +976,8 @@ def _track(cfg: FilterConfig, report, output: Path, input_path) -> str | None:
                 {"input": d["input"], "kept": d["kept"], "rejected": d["rejected_total"], "threshold": d["threshold"]}
                 | {k: v for k, v in d["timing"].items() if isinstance(v, (int, float))}
                 | {f"calibration.{k}": v for k, v in cal.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                | {f"threshold.{name.replace(' ', '_').replace('+', '_or_more')}": v  # MLflow: letters, digits, _ - . /
+                   for name, v in (cal.get("thresholds_by_length") or {}).items()}
             )
             run.set_tags({"calibration.method": str(cal.get("method", ""))})
             run.log_artifact(output / "report.json")
