@@ -603,8 +603,8 @@ def reference_scores(x: np.ndarray, y: np.ndarray, xr: np.ndarray, yr: np.ndarra
     `groups` (each reference pair's catalog): a corpus row's window holds its own catalog, whose messages
     ("Cannot open file" beside "Cannot read file") are its nearest neighbours and lower its margin. So a
     reference pair is scored among its own catalog's other pairs plus corpus rows up to that size (measured,
-    pairs of 8+ words: without them the reference's 2 % quantile lost 12-17 % of the good pairs of held-out
-    catalogs, with them 3-5 %; benchmarks/RESULTS.md, issue 21)."""
+    pairs of 8+ words: without them the reference's 2 % quantile lost 9-17 % of the good pairs of held-out
+    catalogs, with them 1-9 %; benchmarks/RESULTS.md, issue 21)."""
     cos = cosine(xr, yr)
     n = len(x)
     size = -(-n // max(1, -(-n // window)))  # the corpus's window size (windowed_knn)
