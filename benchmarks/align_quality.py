@@ -368,9 +368,13 @@ def reference_embeddings(spec: str, enc) -> tuple[Reference | None, int]:
     if not path.exists():
         return None, 0
     t = read_corpus(path)
-    src = t["src"].to_pylist()
-    return Reference(enc.encode(src), enc.encode(t["tgt"].to_pylist()), np.asarray(t["origin"].to_pylist(), dtype=object),
-                     length_bands(src)), len(t)
+    return embed_reference(t, enc), len(t)
+
+
+def embed_reference(table: pa.Table, enc) -> Reference:
+    src = table["src"].to_pylist()
+    return Reference(enc.encode(src), enc.encode(table["tgt"].to_pylist()), np.asarray(table["origin"].to_pylist(), dtype=object),
+                     length_bands(src))
 
 
 def reference_in(x: np.ndarray, y: np.ndarray, ref: Reference) -> dict[str, np.ndarray]:
@@ -523,9 +527,7 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
     from mtcore.alignment import negatives
 
     ref_scores = scorer.score(ref["src"].to_pylist(), ref["tgt"].to_pylist()) if ref is not None else None
-    ref_emb = (Reference(enc.encode(ref["src"].to_pylist()), enc.encode(ref["tgt"].to_pylist()),
-                         np.asarray(ref["origin"].to_pylist(), dtype=object), length_bands(ref["src"].to_pylist()))
-               if ref is not None else None)
+    ref_emb = embed_reference(ref, enc) if ref is not None else None
 
     def figures(src, tgt, origins, bad, kinds, near_given=True):
         partner = misaligned_partners(origins, len(src), seed)
@@ -559,10 +561,10 @@ def bench_classifier(scorer, enc, nm: pa.Table, planted: pa.Table, catalogs: pa.
         """A labelled dev set: the classifier's figures, and the cleaning rules before it (what the main job does)."""
         t_bad, t_kinds = np.asarray(table["label"].to_pylist(), dtype=bool), np.asarray(table["kind"].to_pylist())
         real, out[name] = figures(table["src"].to_pylist(), table["tgt"].to_pylist(), table["origin"].to_pylist(), t_bad, t_kinds)
-        rules = cleaning_rules(table)
+        rules, band = cleaning_rules(table), length_bands(table["src"].to_pylist())
         for which in ("old", "ref", "pooled", "budget"):
             if which in out[name]:
-                rej = rules | rejected(real, out[name][which], length_bands(table["src"].to_pylist()))
+                rej = rules | rejected(real, out[name][which], band)
                 out[f"rules_plus_classifier_{prefix}{which}"] = prf(rej, t_bad) | {"recall_by_kind": recall_by_kind(rej, t_kinds)}
         return real
 

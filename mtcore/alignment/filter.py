@@ -433,9 +433,9 @@ def calibrate(scores: PairScores, cfg: FilterConfig) -> dict:
     else:
         t, share, est_fr = auto_threshold(real, mis), misaligned_share(real, mis), None
         method = "random: min expected errors, random same-origin pairs as the bad-score distribution"
-    by_band = np.asarray(list(out["thresholds_by_length"].values())) if "thresholds_by_length" in out else None
-    at = lambda values, band: by_band[band] if by_band is not None and len(band) == len(values) else t  # noqa: E731
-    row_t, mis_t, near_t = at(real, scores.band), at(mis, scores.mis_band), at(near, scores.near_band)
+    by_length = out.get("thresholds_by_length")
+    row_t, mis_t, near_t = (per_row(by_length, t, band, len(values))
+                            for values, band in ((real, scores.band), (mis, scores.mis_band), (near, scores.near_band)))
     out |= {
         "method": method,
         "threshold": float(t),
@@ -468,13 +468,17 @@ class FilterResult:
     rejects: pa.Table | None = field(default=None, repr=False)
 
 
+def per_row(by_length: dict | None, threshold: float, band: np.ndarray, n: int) -> np.ndarray:
+    """The threshold of each of n pairs: its length band's where there are bands (and n of them), else the one."""
+    if by_length and len(band) == n:
+        return np.asarray(list(by_length.values()), dtype=np.float64)[band]
+    return np.full(n, float(threshold))
+
+
 def row_thresholds(scores: PairScores, calibration: dict) -> np.ndarray:
-    """Each real pair's threshold: its length band's (`thresholds_by_length`), else the one threshold."""
+    """Each real pair's threshold under a `calibrate` result."""
     n = len(scores.band) if len(scores.band) else len(scores.cosine)
-    by_length = calibration.get("thresholds_by_length")
-    if by_length and len(scores.band):
-        return np.asarray(list(by_length.values()), dtype=np.float64)[scores.band]
-    return np.full(n, float(calibration["threshold"]))
+    return per_row(calibration.get("thresholds_by_length"), calibration["threshold"], scores.band, n)
 
 
 def outputs_exist(output: Path) -> bool:
@@ -621,11 +625,10 @@ def reference_scores(x: np.ndarray, y: np.ndarray, xr: np.ndarray, yr: np.ndarra
         take = min(n, max(0, size - len(mine)))  # the catalog and the corpus rows fill one window together
         rows = np.sort(rng.choice(n, take, replace=False)) if take < n else np.arange(n)
         for queries, siblings, corpus_keys, out in ((xr, yr, y, x_knn), (yr, xr, x, y_knn)):
-            keys = np.concatenate([corpus_keys[rows], siblings[mine]])
+            keys = np.concatenate([corpus_keys[rows], siblings[mine]])  # its own partner is among its siblings
             for start in range(0, len(mine), 512):
                 part = mine[start:start + 512]
                 sims = queries[part] @ keys.T
-                sims[np.arange(len(part)), len(rows) + start + np.arange(len(part))] = cos[part]  # its own partner, once
                 kk = max(1, min(k, sims.shape[1]))
                 out[part] = np.partition(sims, sims.shape[1] - kk, axis=1)[:, -kk:].mean(axis=1)
     return cos, ratio_margin(cos, x_knn, y_knn)
