@@ -4,6 +4,7 @@
     python benchmarks/tune_vs_default.py --num-samples 8
     python benchmarks/tune_vs_default.py --fifo           # and the same 12 configurations without early stopping
     python benchmarks/tune_vs_default.py --fifo --set train.bf16=true   # the search in bf16 (a CPU with native bf16)
+    python benchmarks/tune_vs_default.py --fifo --seed 1  # 12 other configurations
 
 Anchor: `experiments/train_transformer.py` (the default job, `preset: auto`) given the search's
 per-trial training budget. Figure: the best trial of `experiments/tune_transformer.py` (the
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--asha-metric", choices=("dev/bleu", "dev/loss"), help="what ASHA's rungs compare")
     ap.add_argument("--grace-period", type=int, help="ASHA: steps before the first cut")
     ap.add_argument("--reduction-factor", type=int, help="ASHA: keep the top 1/rf at each rung")
+    ap.add_argument("--seed", type=int, help="the search's sampling seed: other configurations (default: the default search's)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="an override of the search's base job and of the anchor, e.g. train.bf16=true (repeatable)")
     args = ap.parse_args(argv)
@@ -58,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     configure()
     init_ray()
     tj = TuneJob.load(DEFAULT_SEARCH, args.overrides, space_file=args.search_space, num_samples=args.num_samples)
+    if args.seed is not None:
+        tj = tj.with_overrides(seed=args.seed)
     budget, steps = tj.base.run.train.time_budget_min, tj.base.run.train.max_steps
     if args.max_steps:
         budget, steps = (budget if steps else 2 * budget), args.max_steps  # a minutes-bound search: its minutes as a cap, twice
