@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from mtcore.cleaning import ConfigError, build_config, load_config, normalize_table
+from mtcore.cleaning.normalize import without_accelerator
 from mtcore.cleaning.rules import (
     REGISTRY,
     Encoding,
@@ -224,6 +225,20 @@ def test_test_overlap(tmp_path):
     nfd = tmp_path / "nfd.parquet"
     pq.write_table(pa.table({"src": ["Open"], "tgt": [unicodedata.normalize("NFD", "Mở tập tin")], "origin": ["t"], "id": ["1"]}), nfd)
     assert not accepts(TestOverlap(paths=[str(nfd)], match_target=True), "Open the file", "Mở tập tin")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("S_tandby Now", "Standby Now"), ("_Loop sequence", "Loop sequence"), ("Quay _vòng", "Quay vòng"),  # planted-set rows
+    ("&Open", "Open"), ("Vie_w", "View"),
+    ("LC_ALL", "LC_ALL"), ("GP_Layer", "GP_Layer"), ("R&D", "R&D"), ("AT&T", "AT&T"),  # identifiers
+    ("_Punjabi (pa_IN)", "Punjabi (pa_IN)"), ("Tamil (ta_IN)", "Tamil (ta_IN)"),  # a locale code is no marker
+    ("Tom &amp; Jerry", "Tom &amp; Jerry"), ("Rock & Roll", "Rock & Roll"), ("&&Open", "&&Open"),
+    ("__init__", "__init__"), ("a_b_c", "a_b_c"),  # several markers: not an accelerator
+])
+def test_one_text_without_its_accelerator(text, expected):
+    """What the built-in encoder reads (`mtcore.embedding.encoder.reading_view`): the pair rule, for one side."""
+    assert without_accelerator(text) == expected
+    assert without_accelerator(expected) == expected  # idempotent
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,16 @@ def test_encoder_outputs_unit_rows_and_round_trips(tmp_path):
     np.testing.assert_allclose(again.encode(texts, batch_size=1), vecs, atol=1e-5)
 
 
+def test_the_encoder_reads_a_message_without_its_accelerator(tmp_path):
+    """Issue 21: "S_tandby Now" / "_Vào chế độ chờ tức thì" (gnome-disk-utility) was a good pair rejected; the marker's
+    place differs between a message and its translation, so the encoder reads neither."""
+    enc = tiny_encoder(tmp_path, trained=False)
+    marked, plain = enc.encode(["S_tandby Now", "_Vào chế độ chờ", "Save &As"]), enc.encode(["Standby Now", "Vào chế độ chờ", "Save As"])
+    np.testing.assert_allclose(marked, plain, atol=1e-6)
+    kept = enc.encode(["LC_ALL", "pa_IN", "R&D"])  # an identifier, a locale code, an abbreviation: not markers
+    assert all(float(a @ b) < 0.999 for a, b in zip(kept, enc.encode(["LCALL", "paIN", "RD"])))
+
+
 def test_a_bag_of_pieces_reads_past_the_positional_table(tmp_path):
     """Text after piece 64 counts: a long sentence cut short (a partial translation) is not its full self."""
     enc = tiny_encoder(tmp_path, trained=False)

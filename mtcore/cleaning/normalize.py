@@ -89,27 +89,48 @@ def _pseudo_contexts(src: pa.Array, tgt: pa.Array) -> tuple[pa.Array, np.ndarray
     return (pa.array(out, pa.string()) if changed.any() else src), changed
 
 
+def _single_marker(text: str, pattern: re.Pattern, marker: str) -> int | None:
+    """Where `text`'s one accelerator marker is; None when it has none or several (a locale code's `_` is none)."""
+    if marker == "_":  # locale codes' `_` are not markers: mask them (same length, positions kept)
+        text = LOCALE_RE.sub(lambda m: m.group(0).replace("_", "-"), text)
+    if len(pattern.findall(text)) != 1 or text.count(marker) != 1:
+        return None
+    return text.index(marker)
+
+
+def _joins_identifier(text: str, k: int) -> bool:
+    """Inside a word and before a capital or digit a marker joins an identifier (America/Mexico_City, EXTENT_FL,
+    GP_Layer, R&D): a mnemonic inside a word marks a lower-case letter (Vie_w, Dừ_ng)."""
+    return k > 0 and text[k - 1].isalnum() and k + 1 < len(text) and (text[k + 1].isupper() or text[k + 1].isdigit())
+
+
 def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> tuple[str, str] | None:
     """Both sides without their single marker, or None when this is not an accelerator pair."""
-    if marker == "_":  # locale codes' `_` are not markers: mask them (same length, positions kept)
-        src_m, tgt_m = (LOCALE_RE.sub(lambda m: m.group(0).replace("_", "-"), t) for t in (src, tgt))
-    else:
-        src_m, tgt_m = src, tgt
-    ms, mt = pattern.findall(src_m), pattern.findall(tgt_m)
-    if len(ms) != 1 or len(mt) != 1 or src_m.count(marker) != 1 or tgt_m.count(marker) != 1:
+    i, j = _single_marker(src, pattern, marker), _single_marker(tgt, pattern, marker)
+    if i is None or j is None:
         return None
-    i, j = src_m.index(marker), tgt_m.index(marker)
     # An identifier the translator copied as is (LC_ALL, file_name, AT&T) is not an accelerator.
     tok_s = re.search(r"[\w&]*\Z", src[:i]).group(0) + re.match(r"[\w&]*", src[i:]).group(0)
     tok_t = re.search(r"[\w&]*\Z", tgt[:j]).group(0) + re.match(r"[\w&]*", tgt[j:]).group(0)
     if tok_s == tok_t and i > 0 and (src[i - 1].isalnum()):
         return None
-    # Inside a word and before a capital or digit it joins an identifier (America/Mexico_City, EXTENT_FL, GP_Layer):
-    # a mnemonic inside a word marks a lower-case letter (Vie_w, Dừ_ng).
-    if any(k > 0 and text[k - 1].isalnum() and k + 1 < len(text) and (text[k + 1].isupper() or text[k + 1].isdigit())
-           for text, k in ((src, i), (tgt, j))):
+    if _joins_identifier(src, i) or _joins_identifier(tgt, j):
         return None
     return src[:i] + src[i + 1 :], tgt[:j] + tgt[j + 1 :]
+
+
+def without_accelerator(text: str) -> str:
+    """One text without its menu accelerator marker ("S_tandby Now" -> "Standby Now", "&Open" -> "Open"): what a
+    sentence encoder reads, since the marker's place differs between a message and its translation ("S_tandby Now" /
+    "_Vào chế độ chờ") and splits a word into other pieces. `normalize_table` strips a pair's markers only when both
+    sides have one; an encoder reads one side, so this keeps the rest of that rule: locale codes, identifiers
+    (EXTENT_FL, R&D), entities, escaped `__`/`&&` and texts with several markers are left alone."""
+    for marker, pattern in (("_", _GTK), ("&", _KDE)):
+        if marker in text:
+            k = _single_marker(text, pattern, marker)
+            if k is not None and not _joins_identifier(text, k):
+                text = text[:k] + text[k + 1 :]
+    return text
 
 
 def _accelerators(src: pa.Array, tgt: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:

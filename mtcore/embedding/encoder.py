@@ -28,12 +28,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from mtcore.cleaning.normalize import without_accelerator
 from mtcore.errors import MtcoreError
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, SPM_FILE, METRICS_FILE = "config.json", "model.pt", "spm.model", "metrics.json"
 REFERENCE_FILE = "reference.parquet"  # held-out known-good pairs: the filter's false-reject calibration
 MIN_REFERENCE_PAIRS = 50  # fewer cannot place the filter's 2 % false-reject point
+
+
+def reading_view(texts: list[str]) -> list[str]:
+    """The texts as the built-in encoder reads them, in training and in use: without a menu accelerator marker, whose
+    place differs between a message and its translation ("S_tandby Now" / "_Vào chế độ chờ") and splits a word into
+    other pieces. Raw catalog text keeps them; the cleaning stage strips a pair's only when both sides carry one."""
+    return [without_accelerator(t) if "_" in t or "&" in t else t for t in texts]
 
 
 class EncoderError(MtcoreError, ValueError):
@@ -143,7 +151,7 @@ class SentenceEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        ids = self.tokenizer.encode(texts)
+        ids = self.tokenizer.encode(reading_view(texts))
         order = np.argsort([len(s) for s in ids], kind="stable")
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]

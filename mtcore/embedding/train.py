@@ -48,6 +48,7 @@ from mtcore.embedding.encoder import (
     EncoderError,
     is_encoder_dir,
     pad_batch,
+    reading_view,
     save_encoder,
 )
 from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
@@ -383,7 +384,7 @@ def train_loop_per_worker(config: dict) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     with tempfile.TemporaryDirectory() as tmp:
         tok = _tokenizer_from_bytes(spm_bytes, tmp)
-        src_ids, tgt_ids = tok.encode(src), tok.encode(tgt)
+        src_ids, tgt_ids = tok.encode(reading_view(src)), tok.encode(reading_view(tgt))
         device = ray.train.torch.get_device()
         torch.manual_seed(cfg.seed)  # the same initial weights on every worker and every run
         model = DualEncoder(cfg.model)
@@ -459,7 +460,7 @@ def train_encoder(
     progress_line(f"encoder: {len(train):,} training pairs ({n_input:,} read, {len(held):,} held out, {len(reference):,} "
                   f"reference pairs); training its tokenizer")
     with tempfile.TemporaryDirectory() as tmp:
-        texts = train["src"].to_pylist() + train["tgt"].to_pylist()
+        texts = reading_view(train["src"].to_pylist() + train["tgt"].to_pylist())
         tok = train_tokenizer(texts, Path(tmp) / "spm.model", vocab_size=cfg.model.vocab_size)
         spm_bytes = tok.model_bytes()
     cfg.model.vocab_size = tok.vocab_size  # hard_vocab_limit=False may give fewer pieces on small corpora
