@@ -256,8 +256,11 @@ def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
 def test_a_search_re_picks_auto_for_its_trial_budget():
     from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, base_point
 
-    default = TuneJob.load(DEFAULT_SEARCH)
-    assert default.base.run.model.d_model == 64 and "tiny" in default.base.preset_note  # 800-step trials, 6 min at most
+    from mtcore.hardware import cpu_trains_in_bf16
+
+    default = TuneJob.load(DEFAULT_SEARCH)  # 800-step trials, 6 min at most: mini in bf16, tiny where the CPU has no bf16
+    preset, width = ("mini", 128) if cpu_trains_in_bf16(default.base.run.train.bf16) else ("tiny", 64)
+    assert default.base.run.model.d_model == width and preset in default.base.preset_note
     longer = TuneJob.load(DEFAULT_SEARCH, ["train.time_budget_min=12"])
     assert longer.base.run.model.d_model == 128 and longer.base.run.train.time_budget_min == 12
     assert default.search.start_from_base and base_point(default)["train"]["lr_scale"] == default.base.run.train.lr_scale

@@ -96,14 +96,14 @@ def test_dry_run_says_the_rungs_the_base_trial_and_the_base_model(ray_local, run
 
     assert tune_cli.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "scheduler    asha on dev/loss: keeps the best 1/4 at steps 100, 400 (of 800)" in out
+    assert "scheduler    asha on dev/loss: keeps the best 1/3 at steps 100, 300 (of 800)" in out
     assert "the first is the base job's values" in out and "base         transformer" in out
     assert tune_cli.main(["--dry-run", "--scheduler", "fifo", "search.name=mine"]) == 0
     out = capsys.readouterr().out
     assert "scheduler    fifo: every trial runs to its end" in out and "search name mine" in out
     assert tune_cli.main(["--dry-run", "search.asha.grace_period=50"]) == 0  # between validations (every 100 steps)
     out = capsys.readouterr().out
-    assert "keeps the best 1/4 at steps 50, 200 (of 800; judged at the validations of steps 100, 200)" in out
+    assert "keeps the best 1/3 at steps 50, 150, 450 (of 800; judged at the validations of steps 100, 200, 500)" in out
     assert tune_cli.main(["--dry-run", "train.max_steps=500", "train.validate_every=300", "search.asha.grace_period=350"]) == 0
     assert "at steps 350 (of 500; judged at the validations of steps 500)" in capsys.readouterr().out  # the last step's
     assert tune_cli.main(["--dry-run", "train.max_steps=500", "train.validate_every=0"]) == 0
