@@ -255,7 +255,6 @@ def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
 
 def test_a_search_re_picks_auto_for_its_trial_budget():
     from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, base_point
-
     from mtcore.hardware import cpu_trains_in_bf16
 
     default = TuneJob.load(DEFAULT_SEARCH)  # 800-step trials, 6 min at most: mini in bf16, tiny where the CPU has no bf16
