@@ -41,7 +41,7 @@ def reading_view(texts: list[str]) -> list[str]:
     """The texts as the built-in encoder reads them, in training and in use: without a menu accelerator marker, whose
     place differs between a message and its translation ("S_tandby Now" / "_Vào chế độ chờ") and splits a word into
     other pieces. Raw catalog text keeps them; the cleaning stage strips a pair's only when both sides carry one."""
-    return [without_accelerator(t) if "_" in t or "&" in t else t for t in texts]
+    return [without_accelerator(t) for t in texts]
 
 
 class EncoderError(MtcoreError, ValueError):

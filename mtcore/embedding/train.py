@@ -384,7 +384,7 @@ def train_loop_per_worker(config: dict) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     with tempfile.TemporaryDirectory() as tmp:
         tok = _tokenizer_from_bytes(spm_bytes, tmp)
-        src_ids, tgt_ids = tok.encode(reading_view(src)), tok.encode(reading_view(tgt))
+        src_ids, tgt_ids = tok.encode(src), tok.encode(tgt)  # already in the encoder's reading view (train_encoder)
         device = ray.train.torch.get_device()
         torch.manual_seed(cfg.seed)  # the same initial weights on every worker and every run
         model = DualEncoder(cfg.model)
@@ -460,8 +460,9 @@ def train_encoder(
     progress_line(f"encoder: {len(train):,} training pairs ({n_input:,} read, {len(held):,} held out, {len(reference):,} "
                   f"reference pairs); training its tokenizer")
     with tempfile.TemporaryDirectory() as tmp:
-        texts = reading_view(train["src"].to_pylist() + train["tgt"].to_pylist())
-        tok = train_tokenizer(texts, Path(tmp) / "spm.model", vocab_size=cfg.model.vocab_size)
+        # the texts as the encoder reads them (`reading_view`), once here for the tokenizer and every worker
+        src, tgt = reading_view(train["src"].to_pylist()), reading_view(train["tgt"].to_pylist())
+        tok = train_tokenizer(src + tgt, Path(tmp) / "spm.model", vocab_size=cfg.model.vocab_size)
         spm_bytes = tok.model_bytes()
     cfg.model.vocab_size = tok.vocab_size  # hard_vocab_limit=False may give fewer pieces on small corpora
     tokenizer_s = time.perf_counter() - t0
@@ -487,7 +488,7 @@ def train_encoder(
     try:
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": train["src"].to_pylist(), "tgt": train["tgt"].to_pylist(),
+            train_loop_config={"train": train_dict, "spm": spm_bytes, "src": src, "tgt": tgt,
                                "hard": hard, "run": run, "progress": str(progress)},
             scaling_config=ray.train.ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu),
             run_config=ray.train.RunConfig(name=f"train_encoder-{output.name}", storage_path=str(storage)),
