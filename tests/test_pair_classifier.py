@@ -75,7 +75,7 @@ def test_training_computes_in_bf16_only_where_the_cpu_has_it(encoder_dir, monkey
     args = (t["src"].to_pylist(), t["tgt"].to_pylist(), t["origin"].to_pylist(), tok)
     runs = {}
     for native, want in ((False, True), (False, False), (True, True)):
-        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
+        monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: native)
         runs[native, want] = train_classifier(*args, ClassifierConfig(**(TINY | {"epochs": 2, "bf16": want})))
     (fp32, m32), (asked, m_asked), (bf16, m16) = runs[False, False], runs[False, True], runs[True, True]
     assert m32["precision"] == m_asked["precision"] == "fp32" and m16["precision"] == "bf16"

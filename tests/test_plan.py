@@ -184,7 +184,7 @@ def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
 def test_auto_preset_follows_budget_and_hardware(monkeypatch, native_bf16):
     from mtcore import hardware
 
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: native_bf16)
     cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=11"])
     assert (cpu.run.model.d_model, cpu.run.model.layers) == (128, 2) and "mini" in cpu.preset_note
     short_cpu = TrainingJob.load(None, ["model.preset=auto", "train.time_budget_min=5"])

@@ -15,11 +15,14 @@ from mtcore.nmt.model import MultiHeadAttention, build_model
 
 def test_bf16_is_used_only_where_asked_and_native(monkeypatch):
     assert not precision.uses_bf16("cpu", False) and not precision.uses_bf16("cuda", False)
-    for native in (True, False):
-        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
-        assert precision.uses_bf16("cpu", True) == native
-        assert hardware.precision_label(False, True) == ("bf16 autocast (CPU with native bf16)" if native
-                                                         else "fp32 (this CPU has no native bf16)")
+    monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: True)
+    assert precision.uses_bf16("cpu", True)
+    assert hardware.precision_label(False, True) == "bf16 autocast (CPU with fast native bf16)"
+    monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: False)
+    assert not precision.uses_bf16("cpu", True)
+    for flags, label in ((True, "fp32 (bf16 is not faster on this CPU)"), (False, "fp32 (this CPU has no native bf16)")):
+        monkeypatch.setattr(hardware, "cpu_has_bf16_flags", lambda: flags)
+        assert hardware.precision_label(False, True) == label
     assert hardware.precision_label(True, True) == "bf16 autocast"  # GPU workers decide on their own GPUs
     assert hardware.precision_label(True, False) == hardware.precision_label(False, False) == "fp32"
 
@@ -29,7 +32,50 @@ def test_cpu_flags_are_read_from_cpuinfo():
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         flags = []
-    assert hardware.cpu_has_native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
+    assert hardware.cpu_has_bf16_flags() == ("avx512_bf16" in flags or "amx_bf16" in flags)
+
+
+def test_bf16_flags_are_not_enough_the_speedup_is_measured_once_and_kept(monkeypatch, tmp_path):
+    """A Xeon VM listing avx512_bf16 trained at 0.71x fp32's speed in bf16: the measured speed-up decides, cached per CPU."""
+    monkeypatch.setattr(hardware, "CACHE_FILE", tmp_path / "mtcore" / "cpu_bf16.json")
+    calls = []
+
+    def measured(speedup):
+        def measure():
+            calls.append(speedup)
+            return speedup
+        return measure
+
+    hardware.cpu_bf16_is_fast.cache_clear()
+    try:
+        monkeypatch.setattr(hardware, "cpu_has_bf16_flags", lambda: False)
+        monkeypatch.setattr(hardware, "measure_bf16_speedup", measured(3.0))
+        assert not hardware.cpu_bf16_is_fast() and calls == []  # no instructions: nothing to measure
+        hardware.cpu_bf16_is_fast.cache_clear()
+        monkeypatch.setattr(hardware, "cpu_has_bf16_flags", lambda: True)
+        monkeypatch.setattr(hardware, "measure_bf16_speedup", measured(0.79))
+        assert not hardware.cpu_bf16_is_fast() and calls == [0.79]
+        hardware.cpu_bf16_is_fast.cache_clear()
+        monkeypatch.setattr(hardware, "measure_bf16_speedup", measured(3.0))
+        assert not hardware.cpu_bf16_is_fast() and calls == [0.79]  # read back, not measured again
+        import json
+
+        kept = json.loads(hardware.CACHE_FILE.read_text())
+        assert list(kept.values()) == [0.79] and "torch" in next(iter(kept))
+        hardware.CACHE_FILE.write_text(json.dumps({k: 1.6 for k in kept}))
+        hardware.cpu_bf16_is_fast.cache_clear()
+        assert hardware.cpu_bf16_is_fast() and calls == [0.79]
+        hardware.CACHE_FILE.write_text("not json")  # a damaged cache is measured again, then rewritten
+        hardware.cpu_bf16_is_fast.cache_clear()
+        assert hardware.cpu_bf16_is_fast() and calls == [0.79, 3.0]
+        assert list(json.loads(hardware.CACHE_FILE.read_text()).values()) == [3.0]
+    finally:
+        hardware.cpu_bf16_is_fast.cache_clear()
+
+
+def test_the_speedup_is_measured_on_this_cpu():
+    speedup = hardware.measure_bf16_speedup()
+    assert 0.05 < speedup < 50 and torch.get_num_threads() == 1  # the caller's thread count is restored
 
 
 def test_validation_on_the_cpu_is_fp32():

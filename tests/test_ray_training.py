@@ -192,11 +192,11 @@ def test_a_run_resumes_only_in_the_precision_it_started_in(tmp_path, toy_corpus,
 
     check = ray_training._check_same_settings
     job = tiny_job(toy_corpus, run_name="mine", workers=0).with_overrides(["train.bf16=true"])
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: False)
     check(tmp_path / "mine", job, "v1", (2, False))
     assert json.loads((tmp_path / "mine" / "mtcore-fingerprint.json").read_text())["precision"] == "fp32"
     check(tmp_path / "mine", job, "v1", (2, False))  # the same hardware: resumes
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "cpu_bf16_is_fast", lambda: True)
     with pytest.raises(ray_training.JobError, match=r"'mine' trained in fp32 and would resume in bf16 on this hardware"):
         check(tmp_path / "mine", job, "v1", (2, False))
     check(tmp_path / "mine", job, "v1")  # a finished run is not resumed: nothing to check

@@ -1,8 +1,8 @@
 """Which number format training computes in: bf16 autocast where the hardware does bf16 natively.
 
 `train.bf16` (default on) asks for it; it is used on CUDA GPUs with bf16 and on CPUs with native
-bf16 instructions (AVX512-BF16 or AMX: `mtcore.hardware`). Elsewhere bf16 is emulated and training
-stays fp32. Weights, optimiser state and the loss's softmax stay fp32 either way (mixed precision, Micikevicius et al. 2018); only the matmuls' inputs
+bf16 instructions (AVX512-BF16 or AMX) that measure faster than fp32 (`mtcore.hardware`). Elsewhere
+bf16 is emulated or no faster, and training stays fp32. Weights, optimiser state and the loss's softmax stay fp32 either way (mixed precision, Micikevicius et al. 2018); only the matmuls' inputs
 are bf16. On the CPU, attention itself runs in fp32 (`mtcore.nmt.model.MultiHeadAttention`).
 
 Validation (dev loss, greedy decoding) uses autocast only on CUDA: on the CPU its small per-step
