@@ -23,8 +23,9 @@ the batch size turns it on: shuffled batches pad to their longest sentence), cro
 label smoothing, gradients clipped at 1.0. The batch is 64 sentences (`--anchor-batch`; 0: as many as
 mtcore's steps hold on average, 256 on the embedded corpus): in 2-minute probes 32 and 64 reached the
 same loss (6.26, 6.25) and 256 did not (7.5, its batches of long messages take seconds each). Each of
-`--anchor-lr` is trained (the first, 5e-5, is HF's default) and the best test BLEU of them is the anchor. This separates what mtcore's
-recipe (token batches, Noam warm-up, label smoothing) is worth from what its implementation is.
+`--anchor-lr` is trained (the first, 5e-5, is HF's default) and the best test BLEU of them is the
+anchor. This separates what mtcore's recipe (token batches, Noam warm-up, label smoothing) is worth
+from what its implementation is.
 Needs transformers (the `bench` extra). Runs in its own MLflow store; the cleaned corpus and the
 tokenizer of the workspace are reused.
 """
