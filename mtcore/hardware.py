@@ -25,6 +25,7 @@ BF16_MIN_SPEEDUP = 1.2  # this measurement gave 1.00x on the Xeon VM above; the 
 CACHE_FILE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mtcore" / "cpu_bf16.json"
 
 
+@functools.lru_cache(maxsize=1)
 def _cpuinfo() -> str:
     try:
         return Path("/proc/cpuinfo").read_text()
@@ -84,8 +85,8 @@ def cpu_bf16_is_fast() -> bool:
         known = json.loads(CACHE_FILE.read_text())
     except (OSError, ValueError):
         known = {}
-    if not isinstance(known, dict) or not isinstance(known.get(key), (int, float)):
-        known = known if isinstance(known, dict) else {}
+    known = known if isinstance(known, dict) else {}
+    if not isinstance(known.get(key), (int, float)):
         known[key] = round(measure_bf16_speedup(), 3)
         try:  # a read-only home only costs the measurement again next time
             CACHE_FILE.parent.mkdir(parents=True, exist_ok=True)

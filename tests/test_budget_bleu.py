@@ -51,7 +51,7 @@ def test_grouped_batches_cover_every_sentence_once_an_epoch_in_a_new_order():
 
 
 @pytest.mark.parametrize("recipe", ["mtcore", "hf"])
-def test_the_anchor_trains_with_either_recipe(recipe, tmp_path, toy_corpus, capsys):
+def test_the_anchor_trains_with_either_recipe(recipe, tmp_path, toy_corpus):
     spm = tmp_path / "spm.model"
     train_tokenizer([s for p in toy_pairs(300, seed=1) for s in p], spm, vocab_size=500)
     job = TrainingJob.load(None, ["model.preset=tiny", "train.max_tokens=256", "train.warmup=20", "train.bf16=false",
