@@ -735,3 +735,33 @@ def test_a_given_threshold_beyond_every_score_is_said(encoder_dir, tmp_path, cap
     # a threshold given on the margin's scale keeps the margin on a corpus under MIN_MARGIN_PAIRS (above 2k pairs)
     kept_margin = filter_corpus(src, tmp_path / "out2", FilterConfig(encoder=encoder_dir, threshold=1.0), use_ray=False, track=False)
     assert kept_margin.report["score"] == "margin"
+
+
+def test_an_encoders_reference_pairs_are_turned_round_for_a_corpus_of_the_reverse_pair(encoder_dir, tmp_path):
+    """The encoder's reference pairs were read as en-vi whatever the corpus: for a vi-en corpus the threshold was
+    calibrated on English sources beside Vietnamese ones (bands of other words, margins on another scale), and an
+    encoder trained on vi-en (its reference written vi-en) was refused after the whole corpus was encoded."""
+    import shutil
+
+    from mtcore.alignment.filter import reference_pairs
+    from mtcore.data.corpus import swap_sides
+    from mtcore.embedding.encoder import METRICS_FILE, read_metrics
+
+    enc = tmp_path / "encoder"
+    shutil.copytree(encoder_dir, enc)
+    _reference(enc)  # written where an encoder keeps its own: enc/reference.parquet, en-vi
+    table, _ = corpus_with_misalignments(20, start=700)
+    ev = filter_table(table, FilterConfig(encoder=str(enc), score="margin"), use_ray=False)
+    ve = filter_table(swap_sides(table), FilterConfig(encoder=str(enc), score="margin", langs=("vi", "en")), use_ray=False)
+    assert ve[3].ref_source == str(enc / "reference.parquet")  # calibrated on the encoder's own pairs, not near misses
+    assert ve[2] == pytest.approx(ev[2])  # the same threshold
+    assert sorted(ve[1]["id"].to_pylist()) == sorted(ev[1]["id"].to_pylist())
+    ref, _ = reference_pairs(FilterConfig(encoder=str(enc), langs=("vi", "en")), str(enc))
+    assert ref["src"].to_pylist()[:3] == tiny_corpus().slice(600, 3)["tgt"].to_pylist()
+
+    pq.write_table(swap_sides(pq.read_table(enc / "reference.parquet")), enc / "reference.parquet")
+    (enc / METRICS_FILE).write_text(json.dumps({**read_metrics(enc), "langs": "vi-en"}))
+    ref, _ = reference_pairs(FilterConfig(encoder=str(enc), langs=("vi", "en")), str(enc))  # a vi-en encoder's own
+    assert ref["src"].to_pylist()[:3] == tiny_corpus().slice(600, 3)["tgt"].to_pylist()
+    ref, _ = reference_pairs(FilterConfig(encoder=str(enc)), str(enc))  # the same pairs for an en-vi corpus
+    assert ref["src"].to_pylist()[:3] == tiny_corpus().slice(600, 3)["src"].to_pylist()

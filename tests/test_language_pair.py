@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mtcore.cleaning import load_config
+from mtcore.cleaning import build_config, load_config
 from mtcore.cleaning.pipeline import clean_table
 from mtcore.config import ConfigError
 from mtcore.distributed.jobs import TrainingJob
@@ -327,6 +327,23 @@ def test_a_vi_en_corpus_is_judged_as_its_en_vi_mirror():
     assert sorted(zip(rej_ve["id"].to_pylist(), rej_ve["reason"].to_pylist())) == \
         sorted(zip(rej_ev["id"].to_pylist(), rej_ev["reason"].to_pylist()))
     assert kept_ve["src"].to_pylist() == kept_ev["tgt"].to_pylist()  # the kept pairs keep their own orientation
+    assert kept_ve["tgt"].to_pylist() == kept_ev["src"].to_pylist()  # and are normalised alike, English included
+
+
+def test_a_pseudo_context_is_taken_from_the_english_side_of_an_x_en_corpus():
+    """Normalisation ran before the sides were turned round and stripped the source only, so a vi-en (or de-en)
+    corpus kept glib's "Script|Cherokee" and Wesnoth's "female^lawful" in its English targets."""
+    en = ["Script|Cherokee", "female^lawful", "Edit|Posting Profiles"]
+    other = ["Chữ Cherokee", "trung lập", "Sửa|Hồ sơ"]  # the last: a translation keeping its bar keeps the English's
+    for langs in (("vi", "en"), ("de", "en")):
+        table = pa.table({"src": other, "tgt": en, "origin": ["po"] * 3, "id": ["1", "2", "3"]})
+        cfg = build_config([{"NonEmpty": {}}]).with_languages(*langs)
+        kept, _, report = clean_table(table, cfg)
+        assert kept["tgt"].to_pylist() == ["Cherokee", "lawful", "Edit|Posting Profiles"], langs
+        assert kept["src"].to_pylist() == other
+    mirror = pa.table({"src": en, "tgt": other, "origin": ["po"] * 3, "id": ["1", "2", "3"]})
+    kept, _, _ = clean_table(mirror, build_config([{"NonEmpty": {}}]).with_languages("en", "vi"))
+    assert kept["src"].to_pylist() == ["Cherokee", "lawful", "Edit|Posting Profiles"]
 
 
 def test_langs_en_vi_is_the_default_stage_and_a_change_is_named_by_its_rule():

@@ -194,6 +194,22 @@ def test_the_stage_rejects_by_the_classifier_with_and_without_ray(encoder_dir, r
         filter_corpus(tmp_path / "in.parquet", tmp_path / "out", cfg, use_ray=False)
 
 
+def test_a_corpus_of_the_reverse_pair_is_scored_as_its_mirror(encoder_dir, tmp_path):
+    """The classifier reads which side is the source (a length ratio, one attention per side): an en-vi one gave a
+    vi-en corpus its sides the wrong way round. It now scores such a corpus as the en-vi mirror, rejects alike."""
+    from mtcore.data.corpus import swap_sides
+    from test_align_filter import _reference, corpus_with_misalignments
+
+    table, bad = corpus_with_misalignments(start=700)
+    ev = filter_table(table, FilterConfig(encoder=encoder_dir, score="classifier", reference=_reference(tmp_path)),
+                      use_ray=False)
+    mirror = write_parquet(swap_sides(pq.read_table(_reference(tmp_path))), tmp_path / "reference-vi-en.parquet")
+    ve = filter_table(swap_sides(table), FilterConfig(encoder=encoder_dir, score="classifier", langs=("vi", "en"),
+                                                      reference=str(mirror)), use_ray=False)
+    np.testing.assert_allclose(ve[3].classifier, ev[3].classifier, atol=1e-5)
+    assert ve[2] == pytest.approx(ev[2], abs=1e-5) and ve[1]["id"].to_pylist() == ev[1]["id"].to_pylist()
+
+
 def test_the_classifier_needs_an_mtcore_encoder(tmp_path):
     from test_align_filter import corpus_with_misalignments
 

@@ -359,15 +359,14 @@ def training_pairs(table, encoder_dir: str | Path, exclude_texts: set[str] | Non
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from mtcore.data.corpus import read_corpus
-    from mtcore.embedding.encoder import REFERENCE_FILE
+    from mtcore.embedding.encoder import REFERENCE_FILE, read_reference
     from mtcore.embedding.train import _key, quick_clean
 
     table = quick_clean(table)
     held_keys = {_key(t) for t in exclude_texts or ()}
     ref_path = Path(encoder_dir) / REFERENCE_FILE
     if ref_path.is_file() and pq.ParquetFile(ref_path).metadata.num_rows:
-        ref = read_corpus(ref_path)  # the built-in encoder's are whole catalogs: leaving out their pairs leaves out the catalogs
+        ref = read_reference(encoder_dir)  # the built-in encoder's are whole catalogs: leaving out their pairs leaves out the catalogs
         held_keys |= {_key(t) for t in ref["src"].to_pylist() + ref["tgt"].to_pylist()}
     keep = [_key(s) not in held_keys and _key(t) not in held_keys for s, t in zip(table["src"].to_pylist(), table["tgt"].to_pylist())]
     table = table.filter(pa.array(keep))

@@ -218,13 +218,17 @@ class DualXentPairs:
 class ClassifierPairs:
     """Ray Data actor: loads the pair classifier of an encoder directory once, then scores batches of pairs."""
 
-    def __init__(self, encoder_dir: str, device: str = "cpu"):
+    def __init__(self, encoder_dir: str, device: str = "cpu", reverse: bool = False):
         from mtcore.alignment.classifier import load_pair_scorer
 
         self.scorer = load_pair_scorer(encoder_dir)  # small: runs on the CPU whatever `device` is
+        self.reverse = reverse  # the corpus is the classifier's pair the other way round (vi-en for en-vi)
 
     def __call__(self, batch: dict) -> dict:
-        return {"_row": batch["_row"], "classifier": self.scorer.score(list(batch["src"]), list(batch["tgt"]))}
+        src, tgt = list(batch["src"]), list(batch["tgt"])
+        if self.reverse:  # it reads which side is the source (a length ratio, one attention per side)
+            src, tgt = tgt, src
+        return {"_row": batch["_row"], "classifier": self.scorer.score(src, tgt)}
 
 
 def map_pairs_ray(table: pa.Table, actor, kwargs: dict, columns: tuple[str, ...], batch_size: int = 1024,
@@ -550,7 +554,7 @@ def score_corpus(table: pa.Table, cfg: FilterConfig, *, use_ray: bool = True) ->
             actor, kwargs = DualXentPairs, {"forward": cfg.nmt_forward, "reverse": cfg.nmt_reverse}
         else:
             classifier_for(spec)  # trained here on first use, before the actors load it
-            actor, kwargs = ClassifierPairs, {"encoder_dir": spec}
+            actor, kwargs = ClassifierPairs, {"encoder_dir": spec, "reverse": reads_reversed(spec, cfg.langs)}
             warn_cut_pairs(spec, src, tgt)
         values = pair_model_scores(actor, kwargs, cfg.score, src, tgt, misaligned_partners(origins, len(src), cfg.seed),
                                    pairs, cfg, use_ray, reference)
@@ -670,19 +674,26 @@ def encoder_reference(encoder_dir: Path) -> int:
                           f"pass pairs you trust with --reference FILE") from None
 
 
+def reads_reversed(encoder_dir: str, langs: tuple[str, str]) -> bool:
+    """Whether a corpus of `langs` is the pair the encoder directory's models were trained on, turned round."""
+    from mtcore.embedding.encoder import encoder_languages, is_reverse_pair
+
+    return is_reverse_pair(langs, encoder_languages(encoder_dir) or ("en", "vi"))  # built-in: en-vi, recorded or not
+
+
 def reference_pairs(cfg: FilterConfig, spec: str) -> tuple[pa.Table | None, str]:
     """(known-good pairs, where from) for calibration "reference": `cfg.reference`, else the encoder
     directory's `reference.parquet`; (None, "") when there are none (the caller falls back to near misses)."""
 
     from mtcore.data.corpus import read_corpus
-    from mtcore.embedding.encoder import MIN_REFERENCE_PAIRS, REFERENCE_FILE
+    from mtcore.embedding.encoder import MIN_REFERENCE_PAIRS, REFERENCE_FILE, read_reference
 
     path = Path(cfg.reference) if cfg.reference else Path(spec) / REFERENCE_FILE
     if not cfg.reference and not path.exists():  # a user's file may be a Moses prefix (FILE.en + FILE.vi): read_corpus decides
         log.warning("no reference pairs (%s): calibrating on near misses made from the corpus instead%s", path, _rule_unused(cfg))
         return None, ""
     table = (read_corpus(path, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1]) if cfg.reference
-             else read_corpus(path) if encoder_reference(path.parent) else None)  # an encoder's may be empty
+             else read_reference(path.parent, cfg.langs) if encoder_reference(path.parent) else None)  # may be empty
     if table is not None and cfg.reference:  # a user's file: an empty side is no known-good pair
         table, empty = split_empty_sides(table)
         if len(empty):

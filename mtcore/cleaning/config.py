@@ -54,6 +54,14 @@ class CleaningConfig:
         return self.langs is not None and tuple(checks.base_language(lang) for lang in self.langs) == NATIVE_PAIR[::-1]
 
     @property
+    def english_side(self) -> str:
+        """Where a catalog's English msgid is: `tgt` when only the target language is English (a vi-en corpus)."""
+        from mtcore import checks
+
+        base = [checks.base_language(lang) for lang in self.languages]
+        return "tgt" if base[1] == "en" and base[0] != "en" else "src"
+
+    @property
     def languages(self) -> tuple[str, str]:
         """The corpus's (src, tgt) languages: --langs, else as the language-ID rule expects them, else en-vi."""
         if self.langs is not None:

@@ -23,7 +23,8 @@
   prefix is removed when the target carries no `|` (or `^`) at all: a `|`-context starts with a
   letter, has a capital, a space or an underscore and at most 4 words ("Color|", "recent menu
   label|"; "on|off" and the menu path "No Profiles defined in Edit|Posting Profiles" are text),
-  a `^`-context is a word or words ("storm trident^"). 644 pairs of the embedded corpus
+  a `^`-context is a word or words ("storm trident^"). It is looked for on the English side: the
+  target of an X-en corpus (`english_side`). 644 pairs of the embedded corpus
   (fontforge, wesnoth, gramps) were trained with the context, or rejected by length rules for it.
 
 Everything is vectorised with Arrow compute except the accelerator and pseudo-context steps, which
@@ -177,8 +178,10 @@ def _changed(before_s, before_t, after_s, after_t) -> np.ndarray:
     return pc.fill_null(diff, False).to_numpy(zero_copy_only=False).astype(bool)
 
 
-def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig()) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """`table` with normalised `src`/`tgt`, and per normalisation a mask of the rows it changed."""
+def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig(), *,
+                    english_side: str = "src") -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """`table` with normalised `src`/`tgt`, and per normalisation a mask of the rows it changed. `english_side`:
+    the side that holds a catalog's msgid (`tgt` in a vi-en corpus), where a pseudo context is written."""
     src = pc.fill_null(table.column("src").combine_chunks().cast(pa.string()), "")
     tgt = pc.fill_null(table.column("tgt").combine_chunks().cast(pa.string()), "")
     counts: dict[str, np.ndarray] = {}
@@ -196,7 +199,10 @@ def normalize_table(table: pa.Table, cfg: NormalizeConfig = NormalizeConfig()) -
         counts["whitespace"] = _changed(src, tgt, s2, t2)
         src, tgt = s2, t2
     if cfg.pseudo_context:  # before the accelerators, which count the markers of the text alone
-        src, counts["pseudo_context"] = _pseudo_contexts(src, tgt)
+        if english_side == "tgt":
+            tgt, counts["pseudo_context"] = _pseudo_contexts(tgt, src)
+        else:
+            src, counts["pseudo_context"] = _pseudo_contexts(src, tgt)
     if cfg.accelerators:
         src, tgt, counts["accelerators"] = _accelerators(src, tgt)
     table = table.set_column(table.schema.get_field_index("src"), "src", src)

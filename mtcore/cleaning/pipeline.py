@@ -56,7 +56,7 @@ ROWS_PER_BLOCK = 25_000
 def score_batch(batch: pa.Table, cfg: CleaningConfig) -> pa.Table:
     """Normalised batch with the reason/score/detail of the first rejecting rule and duplicate keys."""
     n = len(batch)
-    table, changed = normalize_table(batch, cfg.normalize)
+    table, changed = normalize_table(batch, cfg.normalize, english_side=cfg.english_side)
     reason = np.full(n, None, dtype=object)
     score = np.full(n, np.nan)
     detail = np.full(n, None, dtype=object)

@@ -220,6 +220,22 @@ def encoder_languages(directory: str | Path) -> tuple[str, str] | None:
     return tuple(langs.split("-", 1)) if isinstance(langs, str) and "-" in langs else None
 
 
+def read_reference(directory: str | Path, langs: tuple[str, str] | None = None):
+    """The encoder directory's reference pairs as a table of `langs` (src, tgt): written in the encoder's own
+    language order, they are turned round for a corpus of the reverse pair (a vi-en corpus, the en-vi built-in
+    encoder), so that they are compared with the corpus side by side."""
+    from mtcore.data.corpus import read_corpus, swap_sides
+
+    trained = encoder_languages(directory) or ("en", "vi")  # the built-in encoder's pair, recorded or not
+    table = read_corpus(Path(directory) / REFERENCE_FILE, src_lang=trained[0], tgt_lang=trained[1])
+    return swap_sides(table) if langs is not None and is_reverse_pair(langs, trained) else table
+
+
+def is_reverse_pair(langs: tuple[str, str], trained: tuple[str, str]) -> bool:
+    """`langs` is the pair `trained` turned round (vi-en for en-vi)."""
+    return tuple(langs) != tuple(trained) and tuple(langs) == tuple(trained[::-1])
+
+
 def read_metrics(directory: str | Path) -> dict:
     path = Path(directory) / METRICS_FILE
     return json.loads(path.read_text()) if path.is_file() else {}
