@@ -497,3 +497,28 @@ def test_a_parquet_whose_src_and_tgt_columns_hold_the_other_languages_is_refused
         read_corpus(tmp_path / "swapped.parquet")
     pq.write_table(pa.table({"vi": t["tgt"], "en": t["src"]}), tmp_path / "named.parquet")
     assert read_corpus(tmp_path / "named.parquet")["src"].to_pylist() == t["src"].to_pylist()
+
+
+def test_a_header_repeated_by_joining_files_is_no_pair(tmp_path, caplog):
+    """`cat a.tsv b.tsv`, each with its `en<TAB>vi` header: the second header was read as the pair ("en", "vi") and
+    kept by every cleaning rule. A line repeating the recognised header is skipped and counted in a warning."""
+    path = write_tsv(tmp_path / "joined.tsv", ["en\tvi", "Open the file\tMở tập tin", "en\tvi", "Save\tLưu", "en\tvi"])
+    with caplog.at_level("WARNING", logger="mtcore.data.corpus"):
+        table = read_corpus(path)
+    assert table["src"].to_pylist() == ["Open the file", "Save"]
+    assert table["id"].to_pylist() == ["joined.tsv:2", "joined.tsv:4"]
+    assert "the header row repeated at 2 later line(s) (first at line 3" in caplog.text
+    reversed_ = write_tsv(tmp_path / "rev.tsv", ["vi\ten", "Mở\tOpen", "vi\ten", "Lưu\tSave"])
+    assert read_corpus(reversed_)["src"].to_pylist() == ["Open", "Save"]
+
+
+def test_a_region_coded_language_matches_its_base_code_in_headers_and_columns(tmp_path):
+    """--langs en-zh_CN (the README's own example): a header `en<TAB>zh` was read as a pair, and a Parquet file
+    with columns en and zh was refused ("missing column(s)")."""
+    path = write_tsv(tmp_path / "h.tsv", ["en\tzh", "Hello world\t你好世界"])
+    assert read_corpus(path, src_lang="en", tgt_lang="zh_CN")["src"].to_pylist() == ["Hello world"]
+    pq.write_table(pa.table({"zh": ["你好世界"], "en": ["Hello world"]}), tmp_path / "p.parquet")
+    t = read_corpus(tmp_path / "p.parquet", src_lang="en", tgt_lang="zh_CN")
+    assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == ("Hello world", "你好世界")
+    pq.write_table(pa.table({"pt": ["Abrir"], "en": ["Open"]}), tmp_path / "pt.parquet")
+    assert read_corpus(tmp_path / "pt.parquet", src_lang="pt-BR", tgt_lang="en")["src"].to_pylist() == ["Abrir"]

@@ -105,6 +105,13 @@ def test_text_export_keeps_lines_aligned(tmp_path):
     write_parquet(pa.table({"src": pa.array([], pa.string()), "tgt": pa.array([], pa.string())}), empty / "part-0.parquet")
     src, tgt = export_text(empty, "txt", tmp_path / "none")
     assert src.read_text(encoding="utf-8") == tgt.read_text(encoding="utf-8") == ""
+    # a vi-en stage's kept pairs (Vietnamese in src) were refused as "columns swapped" after the stage had run
+    vi = ["Không thể mở tập tin cấu hình số %d của người dùng" % i for i in range(30)]
+    en = ["Cannot open the user's configuration file number %d" % i for i in range(30)]
+    write_parquet(pa.table({"src": vi, "tgt": en, "origin": ["t"] * 30, "id": [str(i) for i in range(30)]}),
+                  tmp_path / "vi-en" / "part-0.parquet")
+    src, tgt = export_text(tmp_path / "vi-en", "txt", tmp_path / "kept", ("vi", "en"))
+    assert (src.name, tgt.name) == ("kept.vi", "kept.en") and src.read_text(encoding="utf-8").splitlines() == vi
 
 
 def test_train_transformer_cli_tiny(ray_local, mlflow_uri, tmp_path, monkeypatch, capsys, toy_files):

@@ -107,6 +107,15 @@ def test_a_pair_without_its_own_data_or_with_unknown_languages_fails_before_work
         load_config().with_languages("xx", "en")
 
 
+def test_corpus_langs_take_a_region_as_langs_does():
+    """`--langs en-zh_CN` cleans a corpus that `job.corpus_langs=en-zh_CN` and `evaluate --corpus-langs` refused."""
+    job = TrainingJob.load(None, ["model.src_lang=en", "model.tgt_lang=zh_cn", "job.corpus_langs=en-zh_CN",
+                                  "job.train_data=x", "job.dev_data=y", "job.test_data=z"])
+    assert job.job.corpus_langs == "en-zh_CN"
+    with pytest.raises(ConfigError, match="job.corpus_langs` english-vi: expected two language codes"):
+        TrainingJob.load(None, ["job.corpus_langs=english-vi"])
+
+
 def test_a_moses_prefix_of_another_pair_is_training_and_test_data(tmp_path):
     """`--data train` with train.de + train.en (and dev/test prefixes) for a de→en model: it looked for train.vi."""
     from mtcore.distributed import ray_training

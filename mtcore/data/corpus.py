@@ -115,7 +115,7 @@ def _tiers(src_lang: str, tgt_lang: str):
     def exact(table):
         return lambda n: next((role for role, words in table.items() if n.strip().lower().replace("-", "_") in words), None)
 
-    yield exact({role: {lang} for role, lang in langs.items()})
+    yield exact({role: {lang, lang.split("_")[0]} for role, lang in langs.items()})  # zh_CN's column may say zh
     for a, b in _PAIRS_OF_WORDS:
         yield exact({"src": {a}, "tgt": {b}})
     yield exact(ROLE_WORDS)
@@ -129,7 +129,7 @@ def column_role(name: str, src_lang: str = "en", tgt_lang: str = "vi") -> str | 
     said = _said(name)
     for role, lang in (("src", src_lang), ("tgt", tgt_lang)):
         lang = lang.lower().replace("-", "_")
-        if said in ROLE_WORDS[role] or said in (lang, _LANGUAGE_NAMES.get(lang.split("_")[0])):
+        if said in ROLE_WORDS[role] or said in (lang, lang.split("_")[0], _LANGUAGE_NAMES.get(lang.split("_")[0])):
             return role
     return None
 
@@ -169,6 +169,7 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     src, tgt, ids, bad, quoted = [], [], [], [], []
     picked: tuple[int, int] | None = None  # (src, tgt) columns that a header of more than two names
     header = False
+    header_line, repeated = "", []  # the header's text; later lines repeating it (not pairs)
     for line_no, line in enumerate(_decode_lines(path), start=1):
         cols = line.split("\t")
         if line_no == 1:
@@ -180,17 +181,21 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
                 others = [c for c, r in zip(cols, roles) if r is None]
                 log.warning("%s:1: a header row; reading its columns %s and %s as src and tgt (not read: %s)", path,
                             cols[picked[0]], cols[picked[1]], ", ".join(others) or "-")
-                width = len(cols)
+                width, header_line = len(cols), line.strip()
                 continue
             if roles == ("src", "tgt"):
                 log.warning("%s:1: a header row (%s), not a pair: skipped", path, ", ".join(cols))
                 header = True
+                header_line = line.strip()
                 continue
             if roles == ("tgt", "src"):  # columns read by their names, as a Parquet file's are
-                picked, width = (1, 0), len(cols)
+                picked, width, header_line = (1, 0), len(cols), line.strip()
                 log.warning("%s:1: a header row (%s): the target column first; reading %s as src and %s as tgt", path,
                             ", ".join(cols), cols[1], cols[0])
                 continue
+        if header_line and line.strip() == header_line:  # files joined with `cat`, each with its header
+            repeated.append(line_no)
+            continue
         if picked is not None and line.strip():  # the header's columns (trailing empty ones may be left out)
             if len(cols) <= max(picked) or (len(cols) > width and any(c.strip() for c in cols[width:])):
                 if strict:
@@ -221,6 +226,9 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
         raise CorpusError(f"{path}: its columns, {how} as {src_lang} and {tgt_lang}, read as {tgt_lang} and "
                           f"{src_lang}: a {tgt_lang}-{src_lang} file? name its columns in a first line "
                           f"({tgt_lang}<TAB>{src_lang}: they are then read by name), or swap them")
+    if repeated:
+        log.warning("%s: the header row repeated at %d later line(s) (first at line %d; files joined with cat?): "
+                    "skipped, not pairs", path, len(repeated), repeated[0])
     if quoted:  # kept as they are (a catalog string may be quoted), but a CSV writer's quoting is not text
         log.warning("%s: %d line(s) look CSV-quoted (a field in \"...\" with doubled \"\" inside; first at line %d): their "
                     "quotes are read as text; write TSV without quoting (pandas: quoting=csv.QUOTE_NONE)",

@@ -23,10 +23,10 @@ def _flat(text: str) -> str:
     return " ".join(text.replace("\t", " ").splitlines())
 
 
-def _columns(corpus: str | Path) -> tuple[list[str], list[str]]:
-    """src and tgt of a corpus; a stage that kept nothing is an empty export, not an error."""
+def _columns(corpus: str | Path, langs: tuple[str, str]) -> tuple[list[str], list[str]]:
+    """src and tgt of a corpus of `langs`; a stage that kept nothing is an empty export, not an error."""
     try:
-        table = read_corpus(corpus)
+        table = read_corpus(corpus, src_lang=langs[0], tgt_lang=langs[1])
     except CorpusError:
         if _parquet_rows(corpus) == 0:
             return [], []
@@ -49,7 +49,7 @@ def export_text(corpus: str | Path, fmt: str, dest: str | Path, langs: tuple[str
         raise ValueError(f"format {fmt!r}: choose from {list(FORMATS)}")
     if fmt == "parquet":
         return []
-    src, tgt = _columns(corpus)
+    src, tgt = _columns(corpus, langs)
     flat_src, flat_tgt = [_flat(s) for s in src], [_flat(t) for t in tgt]
     changed = sum(a != b or c != d for a, b, c, d in zip(src, flat_src, tgt, flat_tgt))
     if changed:

@@ -91,8 +91,13 @@ class JobConfig:
                               "_ . + -); runs are kept under runs/ray_train/NAME")
         if self.test_beam < 1:
             raise ConfigError(f"`job.test_beam` ({self.test_beam}) must be >= 1")
-        if self.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", self.corpus_langs):
-            raise ConfigError(f"`job.corpus_langs` {self.corpus_langs!r}: expected two language codes, e.g. de-en")
+        if self.corpus_langs:  # as --langs takes them: de-en, en-zh_CN
+            from mtcore import checks
+
+            try:
+                checks.language_pair(self.corpus_langs, "`job.corpus_langs`")
+            except checks.UsageError as err:
+                raise ConfigError(str(err)) from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,7 +116,7 @@ class TrainingJob:
         from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages
 
         langs = corpus_languages(self.run.model, self.job.corpus_langs)
-        model = {self.run.model.src_lang, self.run.model.tgt_lang}
+        model = {self.run.model.src_lang.lower(), self.run.model.tgt_lang.lower()}  # zh_CN is OPUS's zh_cn
         if model != set(langs):
             raise ConfigError(f"model {self.run.model.direction} and corpus languages {'-'.join(langs)} differ; set "
                               "model.src_lang/tgt_lang or job.corpus_langs")

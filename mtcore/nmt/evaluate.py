@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -52,8 +51,8 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     checks.at_least("--limit", args.limit, 0)
     checks.at_least("--samples", args.samples, 0)
 
-    if args.corpus_langs and not re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", args.corpus_langs):
-        parser.error(f"--corpus-langs {args.corpus_langs!r}: expected two language codes, e.g. de-en")
+    if args.corpus_langs:  # a region as OPUS writes it, as --langs takes it: en-zh_CN
+        args.corpus_langs = "-".join(checks.language_pair(args.corpus_langs, "--corpus-langs"))
     ckpt = load_checkpoint(checkpoint_dir(args.model, resolve), device=args.device)
     check_beam_fits(args, ckpt)
     model_dir = ckpt.model_cfg.direction

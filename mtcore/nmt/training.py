@@ -88,8 +88,8 @@ EMBEDDED_LANGS = ("en", "vi")  # column order of the embedded corpora (src Engli
 def corpus_languages(model_cfg: ModelConfig, declared: str = "") -> tuple[str, str]:
     """The languages of a corpus's src and tgt columns: `declared` ("de-en"), else en-vi for an en/vi model
     (the embedded corpora, whichever way the model translates), else the model's own direction."""
-    if declared:
-        src, _, tgt = declared.partition("-")
+    if declared:  # as --langs writes them: en-zh_CN is ("en", "zh_cn")
+        src, _, tgt = declared.lower().partition("-")
         return src, tgt
     if {model_cfg.src_lang, model_cfg.tgt_lang} == set(EMBEDDED_LANGS):
         return EMBEDDED_LANGS
@@ -101,9 +101,11 @@ def oriented_pairs(table, model_cfg: ModelConfig, corpus_langs: tuple[str, str] 
     `corpus_languages(model_cfg)`), swapped when the model translates the other way."""
     corpus_langs = tuple(corpus_langs or corpus_languages(model_cfg))
     src, tgt = table.column("src").to_pylist(), table.column("tgt").to_pylist()
-    if (model_cfg.src_lang, model_cfg.tgt_lang) == corpus_langs[::-1]:
+    model = (model_cfg.src_lang.lower(), model_cfg.tgt_lang.lower())
+    corpus_langs = tuple(lang.lower() for lang in corpus_langs)
+    if model == corpus_langs[::-1]:
         src, tgt = tgt, src
-    elif (model_cfg.src_lang, model_cfg.tgt_lang) != corpus_langs:
+    elif model != corpus_langs:
         raise ConfigError(f"model direction {model_cfg.direction} does not match the corpus languages "
                           f"{'-'.join(corpus_langs)}; set job.corpus_langs or model.src_lang/tgt_lang")
     return list(zip(src, tgt))
