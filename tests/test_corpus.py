@@ -256,6 +256,23 @@ def test_parquet_parts_that_differ_only_in_layout_are_one_corpus(tmp_path):
         read_corpus(folder)
 
 
+def test_a_part_whose_column_is_all_none_is_stored_as_null_and_still_one_corpus(tmp_path, caplog):
+    """pandas and Spark store a column that is None in every row of a part as type null: the folder was refused
+    ("tgt: null here, tgt: string there"), whichever part held it, where one such file alone is read."""
+    for first_null in (False, True):
+        folder = tmp_path / f"parts-{first_null}"
+        folder.mkdir()
+        null_part = pa.table({"src": ["Quit"], "tgt": pa.nulls(1), "note": pa.nulls(1)})
+        text_part = pa.table({"src": ["Open", "Save"], "tgt": ["Mở", "Lưu"], "note": ["a", None]})
+        for i, part in enumerate((null_part, text_part) if first_null else (text_part, null_part)):
+            pq.write_table(part, folder / f"part-{i}.parquet")
+        with caplog.at_level("WARNING"):
+            table = read_corpus(folder)
+        assert sorted(table["src"].to_pylist()) == ["Open", "Quit", "Save"]
+        assert table.schema.field("tgt").type == pa.string()
+        assert sorted(t or "" for t in table["tgt"].to_pylist()) == ["", "Lưu", "Mở"]
+
+
 def test_invalid_utf8_in_a_parquet_folder_names_the_part_and_its_row(tmp_path):
     folder = tmp_path / "parts"
     folder.mkdir()

@@ -189,6 +189,30 @@ def test_existing_output_is_refused_unless_forced(ckpt, tmp_path):
     assert (tmp_path / "workspace" / "mlflow.db").read_text() == "x"
 
 
+def test_an_export_stopped_halfway_leaves_out_as_it_was(ckpt, tmp_path, monkeypatch):
+    """The converter wrote model.bin into OUT and mtcore_export.json last: an export stopped between them (Ctrl-C, a
+    full disk) left a folder that a rerun refused and --force refused to replace. Now OUT changes only when whole."""
+    from mtcore.nmt import export as export_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export_module, "_write_info", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        to_ctranslate2(ckpt.path, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []  # no partial folder left either
+    monkeypatch.undo()
+    to_ctranslate2(ckpt.path, tmp_path / "out")
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    monkeypatch.setattr(export_module, "_write_info", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        to_ctranslate2(ckpt.path, tmp_path / "out", force=True)
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == before  # the earlier export, intact
+    monkeypatch.undo()
+    to_ctranslate2(ckpt.path, tmp_path / "out", force=True)
+    assert (tmp_path / "out" / "mtcore_export.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_force_never_removes_the_checkpoint_it_exports(ckpt, tmp_path, capsys):
     import shutil
 

@@ -97,7 +97,9 @@ def test_a_gzipped_input_is_read_and_utf16_is_named(ckpt, tmp_path, capsys):
     (tmp_path / "u16.txt").write_bytes((SOURCES[0] + "\n").encode("utf-16"))
     (tmp_path / "packed.txt").write_bytes(gzip.compress(b"x\n"))
     capsys.readouterr()
-    for name, message in (("u16.txt", "UTF-16 text"), ("packed.txt", "gzip-compressed; name it *.gz")):
+    (tmp_path / "mac.txt").write_bytes(f"{SOURCES[0]}\r{SOURCES[1]}\rQuit\r".encode())  # N sentences, one line
+    for name, message in (("u16.txt", "UTF-16 text"), ("packed.txt", "gzip-compressed; name it *.gz"),
+                          ("mac.txt", "mac.txt: its lines end in a bare carriage return")):
         assert main(["--model", str(ckpt.path), "-i", str(tmp_path / name)]) == 2
         assert message in capsys.readouterr().err
 

@@ -75,14 +75,19 @@ def _decode_lines(path: Path) -> list[str]:
         raise CorpusError(f"{path}:{line_no}: invalid UTF-8 (byte {raw[err.start]:#04x} at offset {err.start})") from None
     # Lines end at \n (as for wc -l and the Moses tools); a lone \r inside a line stays text, which the
     # cleaning's whitespace normalisation turns into a space, so line numbers are those of the file.
-    segments = sum(1 for x in text.split("\r") if x.strip()) if "\r" in text and "\n" not in text.rstrip("\r") else 0
-    if segments >= 3 or (segments == 2 and text.endswith("\r")):  # lines ending in a bare \r: one line, pairs merged
+    if ends_lines_in_bare_cr(text):  # one line, pairs merged
         raise CorpusError(f"{path}: its lines end in a bare carriage return (\\r, old Mac line ends), which would read "
                           f"as one line; convert them to \\n (e.g. tr '\\r' '\\n')")
     lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line; it does not start an empty one
     return lines
+
+
+def ends_lines_in_bare_cr(text: str) -> bool:
+    """A text whose lines end in a bare \r (old Mac line ends), which would read as one line."""
+    segments = sum(1 for x in text.split("\r") if x.strip()) if "\r" in text and "\n" not in text.rstrip("\r") else 0
+    return segments >= 3 or (segments == 2 and text.endswith("\r"))
 
 
 def _table(src: list[str], tgt: list[str], origin: str, ids: list[str]) -> pa.Table:
@@ -383,16 +388,21 @@ def parquet_files_schema(path: Path) -> pa.Schema:
         dataset = pads.dataset(parquet_parts(path) if path.is_dir() else str(path), format="parquet")
         schema = dataset.schema
         if path.is_dir():  # every part has the first part's columns (any order, nullability or string layout)
-            first = _kinds(schema)
+            first, fields = _kinds(schema), {f.name: f for f in schema}
             for part in dataset.files[1:]:
-                kinds = _kinds(pq.read_schema(part))
-                if kinds != first:
+                part_schema = pq.read_schema(part)
+                kinds = _kinds(part_schema)
+                if kinds.keys() != first.keys() or any(k != first[n] and "null" not in (k, first[n]) for n, k in kinds.items()):
                     diff = sorted(set(kinds.items()) ^ set(first.items()))
                     names = sorted({name for name, _ in diff})
                     raise CorpusError(
                         f"{part}: its columns differ from those of {dataset.files[0]} in {', '.join(names)} "
                         f"({'; '.join(_says(n, kinds) + ' here, ' + _says(n, first) + ' there' for n in names)}); "
                         f"every Parquet file of {path} must have the same columns")
+                for f in part_schema:  # a column all None in one part is stored as type null (pandas, Spark)
+                    if first[f.name] == "null" and kinds[f.name] != "null":
+                        first[f.name], fields[f.name] = kinds[f.name], f
+            schema = pa.schema([fields[name] for name in schema.names], metadata=schema.metadata)
     except (pa.ArrowInvalid, OSError) as err:
         raise CorpusError(f"{path}: not readable as Parquet: {err}") from None
     return schema

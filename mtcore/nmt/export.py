@@ -44,10 +44,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +95,25 @@ def _prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
         # given as OUT with a runs:/ source, went whole)
         checks.replaceable_dir(out, "an mtcore export", lambda p: (p / INFO).is_file(), name="OUT")
         checks.output_apart(out, {}, name="OUT")
-        shutil.rmtree(out)
+
+
+@contextmanager
+def _written_whole(out: Path, force: bool, source: Path) -> Iterator[Path]:
+    """A sibling folder to write the export into, put in OUT's place only once complete: an export stopped
+    halfway (Ctrl-C, a full disk, a converter's error) leaves OUT as it was, not a folder of model files
+    without mtcore_export.json that --force would then refuse to replace."""
+    _prepare_out(out, force, source)
+    partial = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)  # an earlier stopped export's
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)  # an earlier export, or an empty folder (checked above)
+    os.replace(partial, out)
 
 
 def _write_info(ckpt: Checkpoint, out: Path, fmt: str, **extra) -> None:
@@ -193,10 +213,10 @@ def to_ctranslate2(checkpoint: str | Path, out: str | Path, *, quantization: str
         def _load(self):
             return ctranslate2_spec(ckpt.model, pieces)
 
-    _prepare_out(out, force, ckpt.path)
-    _Loaded().convert(str(out), quantization=quantization, force=True)
-    shutil.copyfile(ckpt.path / SPM, out / SPM)
-    _write_info(ckpt, out, "ctranslate2", quantization=quantization or "float32")
+    with _written_whole(out, force, ckpt.path) as partial:
+        _Loaded().convert(str(partial), quantization=quantization, force=True)
+        shutil.copyfile(ckpt.path / SPM, partial / SPM)
+        _write_info(ckpt, partial, "ctranslate2", quantization=quantization or "float32")
     return out
 
 
@@ -295,7 +315,6 @@ def to_hf(checkpoint: str | Path, out: str | Path, *, force: bool = False, beam:
     if ckpt.model_cfg.pre_norm:
         raise ExportError(f"{checkpoint}: a pre-norm Transformer; Marian (HF) is post-norm only: export it with "
                           "--to ctranslate2, which has both layouts")
-    _prepare_out(out, force, ckpt.path)
     max_length = ckpt.model_cfg.max_positions - 1
     hf = MarianMTModel(marian_config(ckpt.model, max_length)).eval()
     own = hf.state_dict()
@@ -314,14 +333,15 @@ def to_hf(checkpoint: str | Path, out: str | Path, *, force: bool = False, beam:
     )
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Writing model shards: 100%" of a one-file model, past -q: no progress to see
-    try:
-        hf.save_pretrained(str(out))
-    finally:
-        hf_logging.enable_progress_bar()
-    _marian_tokenizer(ckpt, out)
-    shutil.copyfile(ckpt.path / SPM, out / SPM)
-    _write_info(ckpt, out, "hf", architecture="MarianMTModel")
+    with _written_whole(out, force, ckpt.path) as partial:
+        hf_logging.disable_progress_bar()  # "Writing model shards: 100%" of a one-file model, past -q: nothing to see
+        try:
+            hf.save_pretrained(str(partial))
+        finally:
+            hf_logging.enable_progress_bar()
+        _marian_tokenizer(ckpt, partial)
+        shutil.copyfile(ckpt.path / SPM, partial / SPM)
+        _write_info(ckpt, partial, "hf", architecture="MarianMTModel")
     return out
 
 

@@ -30,6 +30,7 @@ from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
 from mtcore.config import DecodeConfig, Sampling
+from mtcore.data.corpus import ends_lines_in_bare_cr
 from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate_ids
 from mtcore.nmt.tokenizer import normalize
 
@@ -107,10 +108,14 @@ def read_lines(stream, name: str = "stdin") -> list[str]:
         if i == 1 and raw.startswith(b"\x1f\x8b"):
             raise checks.UsageError(f"{name}: gzip-compressed; name it *.gz (read as such), or zcat it into stdin")
         try:
-            lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             raise checks.UsageError(f"{name} line {i}: not UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1}); "
                                     "convert the input to UTF-8 (e.g. iconv -t UTF-8)") from None
+        lines.append(text.rstrip("\r\n"))
+    if len(lines) == 1 and ends_lines_in_bare_cr(text.rstrip("\n")):  # N sentences read as one: one output line
+        raise checks.UsageError(f"{name}: its lines end in a bare carriage return (\\r, old Mac line ends), which "
+                                "would read as one line; convert them to \\n (e.g. tr '\\r' '\\n')")
     return lines
 
 
