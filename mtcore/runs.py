@@ -95,9 +95,11 @@ _FORMATS = {"tsv", "txt", "tab", "csv", "po", "mo", "pot", "tok", "bpe", "json",
 
 
 def content_hash(path: str | Path, langs: tuple[str, str] | None = None) -> str:
-    """A hash of what a file or folder holds: files up to 1 GiB whole; larger ones by their size and three
-    1 MiB samples (start, middle, end). Renaming or touching a file does not change it; editing a file up
-    to 1 GiB, or resizing a larger one, does. (At 8 MiB, an in-place fix of a 13 MB corpus went unseen.)"""
+    """A hash of what a file or folder holds: files up to 1 GiB whole; larger ones by their size, their
+    modification time and three 1 MiB samples (start, middle, end). Renaming a file does not change it, nor
+    touching or copying one up to 1 GiB; editing any file does (a same-size fix of a larger one between the
+    samples is seen by its time: touching or copying such a file without `cp -p` costs a rerun, never a stale
+    reuse). (At 8 MiB, an in-place fix of a 13 MB corpus went unseen.)"""
     path = Path(path)
     h = hashlib.sha256()
     for f in input_files(path, langs):
@@ -109,6 +111,7 @@ def content_hash(path: str | Path, langs: tuple[str, str] | None = None) -> str:
                 while chunk := fh.read(_CHUNK):
                     h.update(chunk)
             else:
+                h.update(f"{f.stat().st_mtime_ns}\0".encode())
                 for offset in (0, size // 2, size - _SAMPLE):
                     fh.seek(offset)
                     h.update(fh.read(_SAMPLE))

@@ -315,6 +315,25 @@ def test_an_in_place_edit_of_a_13_mb_corpus_is_seen(tmp_path):
     assert content_hash(big) != before
 
 
+def test_a_same_size_edit_of_a_sampled_file_between_its_samples_is_seen(tmp_path, monkeypatch):
+    """Files over 1 GiB are hashed by samples: a same-size fix between them (sed -i 's/colour/color/') was reused as
+    unchanged. Their modification time is part of the hash (sizes scaled down: 1 KiB hashed whole, 64 B samples)."""
+    import os
+
+    from mtcore import runs
+
+    monkeypatch.setattr(runs, "_WHOLE_FILE", 1024)
+    monkeypatch.setattr(runs, "_SAMPLE", 64)
+    big = tmp_path / "big.tsv"
+    data = bytearray(b"Open the colour file\tMo tep\n" * 100)
+    big.write_bytes(data)
+    os.utime(big, ns=(1_000_000_000, 1_000_000_000))
+    before = content_hash(big)
+    data[len(data) // 4:len(data) // 4 + 4] = b"Save"
+    big.write_bytes(data)
+    assert content_hash(big) != before
+
+
 def test_a_moses_prefix_is_its_language_files_named_literally(tmp_path):
     """`corpus[v2]` is a name, not a glob pattern (it hashed no file at all, so edits went unseen); a
     PREFIX.tok.en sibling or a PREFIX.bpe folder is not part of the corpus."""
