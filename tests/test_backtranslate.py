@@ -552,3 +552,17 @@ def test_a_vi_en_stage_output_is_refused_as_the_corpus(tmp_path, bt_inputs):
     with pytest.raises(BTError, match=r"a vi-en stage output .* the main job reads en-vi pairs"):
         run_backtranslation(config(bt_inputs, tmp_path / "bt", corpus=str(stage)))
     assert not (tmp_path / "bt").exists()
+
+
+def test_the_reverse_model_has_one_budget_and_minutes_alone_are_it(capsys):
+    """`--reverse-minutes 10` trained the default 1,500 steps and said nothing: the minutes were read only beside
+    `--reverse-steps 0`."""
+    from mtcore.cli.backtranslate import parse_args
+
+    args = parse_args(["--reverse-minutes", "10"])
+    assert (args.reverse_steps, args.reverse_minutes) == (0, 10)
+    assert (parse_args([]).reverse_steps, parse_args(["--reverse-steps", "200"]).reverse_steps) == (1500, 200)
+    assert parse_args(["--reverse-steps", "0"]).reverse_minutes == BTConfig().reverse_minutes
+    with pytest.raises(SystemExit):
+        parse_args(["--reverse-minutes", "10", "--reverse-steps", "200"])
+    assert "give one budget" in capsys.readouterr().err

@@ -61,7 +61,8 @@ def translate_texts(ckpt, texts: list[str], mode: str, decode, seed: int) -> lis
     if mode == "sample":
         # Seeded per batch content, so a rerun (or a retried Ray task) gives the same output; the batches are the same
         # on any machine (`back_translate_table` cuts them from the length-sorted set, whatever the actor count).
-        generator = torch.Generator().manual_seed(seed + zlib.crc32("\n".join(texts).encode()))
+        device = next(ckpt.model.parameters()).device  # multinomial wants the generator on the logits' device (a GPU)
+        generator = torch.Generator(device=device).manual_seed(seed + zlib.crc32("\n".join(texts).encode()))
         return translate(ckpt.model, ckpt.tokenizer, texts, decode, generator=generator)
     hyps = translate(ckpt.model, ckpt.tokenizer, texts, decode)
     return add_noise(texts, hyps, seed) if mode == "noised" else hyps

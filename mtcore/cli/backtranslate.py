@@ -34,11 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--ratio", type=float, default=DEFAULTS.ratio, help="at most R synthetic pairs per real pair (default: %(default)s)")
     ap.add_argument("--max-mono", type=int, default=DEFAULTS.max_mono, help="cap on sentences back-translated, 0 = none (default: %(default)s)")
     ap.add_argument("--upsample", type=int, default=DEFAULTS.upsample, help="copies of each real pair (default: %(default)s)")
-    ap.add_argument("--reverse-steps", type=int, default=DEFAULTS.reverse_steps,
-                    help="training steps of the reverse model (default: %(default)s, 24 minutes of `mini` on 2 busy CPU "
-                         "cores; 0 = a clock budget, --reverse-minutes)")
-    ap.add_argument("--reverse-minutes", type=float, default=DEFAULTS.reverse_minutes,
-                    help="the reverse model's training budget in minutes, with --reverse-steps 0 (default: %(default)s)")
+    ap.add_argument("--reverse-steps", type=int, default=None,
+                    help=f"training steps of the reverse model (default: {DEFAULTS.reverse_steps}, 24 minutes of `mini` on 2 "
+                         "busy CPU cores; 0 = a clock budget, --reverse-minutes)")
+    ap.add_argument("--reverse-minutes", type=float, default=None,
+                    help="the reverse model's budget in minutes instead of steps (alone, or with --reverse-steps 0; "
+                         f"default with --reverse-steps 0: {DEFAULTS.reverse_minutes:g})")
     ap.add_argument("--reverse-preset", default=DEFAULTS.reverse_preset, help="model preset of the reverse model (default: %(default)s)")
     ap.add_argument("--reverse-train-limit", type=int, default=0, help="first N aligned pairs for the reverse model (0 = all)")
     ap.add_argument("--reverse-vocab", type=int, default=DEFAULTS.reverse_vocab,
@@ -61,9 +62,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, with the reverse model's one budget: --reverse-minutes alone is a clock budget (it was read only
+    beside --reverse-steps 0, and otherwise went unused without a word)."""
+    parser, defaults = build_parser(), BTConfig()
+    args = parser.parse_args(argv)
+    if args.reverse_minutes is not None and args.reverse_steps:
+        parser.error(f"--reverse-minutes {args.reverse_minutes:g} and --reverse-steps {args.reverse_steps}: give one "
+                     "budget (minutes alone, or steps)")
+    if args.reverse_steps is None:
+        args.reverse_steps = 0 if args.reverse_minutes is not None else defaults.reverse_steps
+    if args.reverse_minutes is None:
+        args.reverse_minutes = defaults.reverse_minutes
+    return args
+
+
 @entry_point
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     cfg = BTConfig(
         corpus=args.corpus, mono=args.mono, output=args.output, reverse_model=args.reverse_model, mode=args.mode,
         tag=args.tag, ratio=args.ratio, max_mono=args.max_mono, upsample=args.upsample, encoder=args.encoder,
