@@ -114,3 +114,35 @@ def test_readme_own_data_commands(tmp_path, monkeypatch, ray_local, mlflow_uri, 
                   "job.log_model=false", "train.max_steps=4"]) == 0
     out = capsys.readouterr().out
     assert "test BLEU" in out
+
+
+def test_dev_pairs_too_long_for_dev_loss_are_counted_and_none_left_is_refused(tmp_path, caplog):
+    """Dev loss skipped dev pairs over train.max_len without a word, and with none left it read 0.0: a "perfect"
+    score that picked the checkpoint under best_metric=loss."""
+    from mtcore.nmt.batching import BatchingError
+
+    table = tiny_corpus()
+    train = list(zip(table["src"].to_pylist()[:200], table["tgt"].to_pylist()[:200]))
+    tok = train_tokenizer([s for p in train for s in p], tmp_path / "spm.model", vocab_size=400)
+    long = [(" ".join([s] * 12), " ".join([t] * 12)) for s, t in train[:3]]
+    cfg = TrainConfig(max_tokens=400, max_len=48, max_steps=2, warmup=1, validate_every=0, dev_limit=10)
+    with caplog.at_level("WARNING", logger="mtcore.nmt.training"):
+        fit(cfg, ModelConfig.preset("tiny"), train, train[:5] + long, tok)
+    assert "dev loss leaves out 3 of 8 dev pairs (3 longer than max_len=48" in caplog.text
+    with pytest.raises(BatchingError, match="none of the 3 dev pairs fits `train.max_len`"):
+        fit(cfg, ModelConfig.preset("tiny"), train, long, tok)
+
+
+def test_averaging_more_snapshots_than_a_short_run_holds_says_so(tmp_path, caplog):
+    """`--average 5` on a 20-step run (snapshots every 100 steps) averaged nothing and said nothing."""
+    table = tiny_corpus()
+    train = list(zip(table["src"].to_pylist()[:200], table["tgt"].to_pylist()[:200]))
+    tok = train_tokenizer([s for p in train for s in p], tmp_path / "spm.model", vocab_size=400)
+    for steps, said in ((1, "averaging skipped: the run ended at step 1, which holds 1 of the last 5 snapshots taken every 2"),
+                        (5, "averaging 3 snapshots: the run ended at step 5, which holds 3 of the last 5")):
+        caplog.clear()
+        cfg = TrainConfig(max_tokens=400, max_len=48, max_steps=steps, warmup=1, validate_every=0, dev_limit=5,
+                          average_last=5, average_every=2)
+        with caplog.at_level("WARNING", logger="mtcore.nmt.training"):
+            fit(cfg, ModelConfig.preset("tiny"), train, train[:5], tok)
+        assert said in caplog.text

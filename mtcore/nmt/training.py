@@ -358,7 +358,15 @@ def fit(
         reasons = [f"{why['too_long']} longer than max_len={train_cfg.max_len}"] * bool(why["too_long"]) + [
             f"{why['empty']} with an empty side"] * bool(why["empty"])
         log.warning("skipped %s of %s training pairs: %s", f"{skipped:,}", f"{len(train_pairs):,}", ", ".join(reasons))
-    dev, _ = encode_pairs(tokenizer, dev_pairs, min(train_cfg.max_len, model_cfg.max_positions - 1))
+    dev_max = min(train_cfg.max_len, model_cfg.max_positions - 1)
+    dev, dev_skipped = encode_pairs_counted(tokenizer, dev_pairs, dev_max)
+    if dev_pairs and not dev:  # a dev loss of no pair read 0.0: the "best" checkpoint, and patience ran on it
+        raise BatchingError(f"none of the {len(dev_pairs):,} dev pairs fits `train.max_len` ({dev_max} pieces a side, both "
+                            "sides non-empty), so dev loss would score nothing; raise train.max_len or check the dev set")
+    if sum(dev_skipped.values()) and rank == 0:  # dev BLEU decodes them all; dev loss cannot score what does not fit
+        log.warning("dev loss leaves out %d of %s dev pairs (%d longer than max_len=%d, %d with an empty side); dev BLEU "
+                    "scores them all", sum(dev_skipped.values()), f"{len(dev_pairs):,}", dev_skipped["too_long"], dev_max,
+                    dev_skipped["empty"])
 
     torch.manual_seed(train_cfg.seed)  # identical initial weights on every rank
     model = build_model(model_cfg, vocab_size=tokenizer.vocab_size).to(device)
@@ -407,12 +415,17 @@ def fit(
         """Validate the mean of the last snapshots (the final weights among them); keep it if it beats them."""
         nonlocal last_metrics
         snapshots.maybe_take(model, ts.step, force=True)
-        if resumed_at is not None and snapshots.enabled and len(snapshots.items) < snapshots.keep and rank == 0:
-            # snapshots live in memory: those taken before the resume are gone (saving them would multiply every
-            # checkpoint's size by the average's length)
-            log.warning("averaging %s: the run resumed at step %d, and only %d of the last %d snapshots were taken since",
-                        "skipped" if not snapshots.ready() else f"{len(snapshots.items)} snapshots", resumed_at,
-                        len(snapshots.items), snapshots.keep)
+        if snapshots.enabled and len(snapshots.items) < snapshots.keep and rank == 0:
+            what = "skipped" if not snapshots.ready() else f"{len(snapshots.items)} snapshots"
+            if resumed_at is not None:
+                # snapshots live in memory: those taken before the resume are gone (saving them would multiply every
+                # checkpoint's size by the average's length)
+                log.warning("averaging %s: the run resumed at step %d, and only %d of the last %d snapshots were taken "
+                            "since", what, resumed_at, len(snapshots.items), snapshots.keep)
+            else:  # a run shorter than average_last x average_every steps: it was silently averaged less, or not at all
+                log.warning("averaging %s: the run ended at step %d, which holds %d of the last %d snapshots taken every "
+                            "%d steps (train.average_every)", what, ts.step, len(snapshots.items), snapshots.keep,
+                            train_cfg.average_every)
         if not snapshots.ready():
             return
         final_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
