@@ -264,8 +264,8 @@ class TrainConfig:
     max_len: int = 256  # training pairs with a side longer than this (in tokens) are skipped
     dev_limit: int = 500  # dev pairs used for BLEU/chrF at validation, spread evenly over the set (0 = all)
     beam: int = 1  # validation decoding: 1 = greedy (fast), >1 = beam search
-    len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE
-    max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens
+    len_penalty: float = 0.7  # GNMT alpha, §7 of Wu et al. 2016; the paper's 0.6 is for EN-DE (validation and test)
+    max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens (validation and the run's test decode)
     max_len_b: int = 10
     bf16: bool = True  # bf16 autocast on CUDA and on CPUs with native bf16 (mtcore.nmt.precision); fp32 elsewhere
     # Checkpoint averaging: the mean of the last `average_last` weight snapshots, `average_every` steps apart,

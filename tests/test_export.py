@@ -391,3 +391,15 @@ def test_a_run_reference_without_a_store_names_where_it_looked_and_makes_none(tm
                                          r"run where you trained, or pass --home DIR"):
         download_checkpoint("runs:/0123abcd")
     assert not (tmp_path / "elsewhere" / "mlflow.db").exists()
+
+
+def test_a_runs_test_decode_uses_its_length_penalty_and_bound(ckpt):
+    """`train.len_penalty` and `train.max_len_a/b` reached the run's validation only: its test BLEU was decoded with
+    the defaults whatever they said (and `train.len_penalty` changed the run's name and nothing else)."""
+    from mtcore.tracking.artifacts import evaluate_checkpoint
+
+    pairs = TRAIN[:12]
+    default = evaluate_checkpoint(str(ckpt.path), pairs, 2, "cpu")
+    bounded = evaluate_checkpoint(str(ckpt.path), pairs, 2, "cpu", max_len_a=0.01, max_len_b=2)
+    assert max(len(ckpt.tokenizer.encode([h])[0]) for h in bounded["hyps"]) <= 2
+    assert max(len(h.split()) for h in default["hyps"]) > 2 and bounded["test/bleu"] < default["test/bleu"]

@@ -719,14 +719,16 @@ def best_checkpoint(result, train_cfg) -> tuple[Any, dict[str, Any]]:
     return best if best is not None else (result.checkpoint, result.metrics)
 
 
-def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool) -> dict[str, Any]:
-    """Decode where the GPUs are: a Ray task asking for one when the job trained on GPUs."""
+def _evaluate_on_cluster(checkpoint_dir: Path, pairs, beam: int, use_gpu: bool, train_cfg) -> dict[str, Any]:
+    """Decode where the GPUs are: a Ray task asking for one when the job trained on GPUs. The length penalty and
+    bound are the run's (`train.len_penalty`, `train.max_len_a/b`: they reached its validation only)."""
     import ray
 
     from mtcore.tracking.artifacts import evaluate_checkpoint
 
     task = ray.remote(num_cpus=1, num_gpus=1 if use_gpu else 0)(evaluate_checkpoint)
-    return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu"))
+    return ray.get(task.remote(str(checkpoint_dir), pairs, beam, "cuda" if use_gpu else "cpu", train_cfg.len_penalty,
+                               train_cfg.max_len_a, train_cfg.max_len_b))
 
 
 def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu: bool, echo=None) -> dict[str, Any]:
@@ -737,7 +739,7 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
     if echo is not None:
         echo(f"decoding {len(test_pairs):,} test pairs with the best checkpoint (beam {job.job.test_beam}), "
              f"then logging the run's artifacts")
-    result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu)
+    result = _evaluate_on_cluster(best_dir, test_pairs, job.job.test_beam, use_gpu, job.run.train)
     hyps = result.pop("hyps")
     dev_sources = [s for s, _ in load_pairs(inputs.dev_data, job, HEATMAP_SENTENCES)]
     try:

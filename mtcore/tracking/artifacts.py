@@ -21,15 +21,18 @@ log = logging.getLogger(__name__)
 HEATMAP_SENTENCES = 3
 
 
-def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam: int, device: str) -> dict[str, Any]:
-    """Translate `pairs` sources with the checkpoint; BLEU/chrF with signatures and the hypotheses."""
+def evaluate_checkpoint(checkpoint_dir: str, pairs: list[tuple[str, str]], beam: int, device: str,
+                        len_penalty: float = 0.7, max_len_a: float = 1.5, max_len_b: int = 10) -> dict[str, Any]:
+    """Translate `pairs` sources with the checkpoint (the run's length penalty and length bound, as its validation
+    decodes); BLEU/chrF with signatures and the hypotheses."""
     from mtcore.nmt.checkpoint import load_checkpoint
     from mtcore.config import DecodeConfig
     from mtcore.nmt.decoding import translate
     from mtcore.nmt.metrics import score_translations
 
     ckpt = load_checkpoint(checkpoint_dir, device=device)
-    hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], DecodeConfig(beam=beam))
+    decode = DecodeConfig(beam=beam, len_penalty=len_penalty, max_len_a=max_len_a, max_len_b=max_len_b)
+    hyps = translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], decode)
     params = sum(p.numel() for p in ckpt.model.parameters())
     scores = score_translations(hyps, [t for _, t in pairs], prefix="test", tgt_lang=ckpt.model_cfg.tgt_lang)
     return {**scores, "hyps": hyps, "params": params}
