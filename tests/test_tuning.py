@@ -438,6 +438,10 @@ def test_a_tie_of_dev_bleu_goes_to_the_lower_dev_loss():
     rows = [row("0", 0.0, 4.58), row("1", 0.0, 4.09), row("2", 0.0, float("nan")), row("3", 0.0, 4.41)]
     assert max(rows, key=best_key).trial_id == "1"
     assert max(rows + [row("4", 0.5, 5.0)], key=best_key).trial_id == "4"  # BLEU first
+    # a search whose trials pick their checkpoint by dev loss (train.best_metric=loss) ranks them by it too
+    loss_first = [row("5", 20.0, 3.0), row("6", 19.0, 2.5), row("7", 21.0, float("nan"))]
+    assert max(loss_first, key=lambda r: best_key(r, "loss")).trial_id == "6"
+    assert max(loss_first, key=best_key).trial_id == "7"
 
 
 def test_resource_flags_restated_at_their_defaults_name_the_same_search():

@@ -157,11 +157,12 @@ def close_children(parent, rows: list[TrialRow]) -> None:
             run.end("KILLED")
 
 
-def best_key(row: TrialRow) -> tuple:
-    """The best trial: the highest dev BLEU; among equal ones (all 0 early in a short search), the lowest dev loss
-    (before, the first trial won every tie and was registered)."""
+def best_key(row: TrialRow, best_metric: str = "bleu") -> tuple:
+    """The best trial by what picked each trial's checkpoint (`train.best_metric`): the highest dev BLEU, among equal
+    ones (all 0 early in a short search) the lowest dev loss (before, the first trial won every tie and was
+    registered); with `loss`, the lowest dev loss (it was ranked by a dev BLEU its loss-chosen checkpoint need not have)."""
     loss = row.best_dev_loss if not math.isnan(row.best_dev_loss) else math.inf
-    return (row.best_dev_bleu, -loss)
+    return (-loss, row.best_dev_bleu) if best_metric == "loss" else (row.best_dev_bleu, -loss)
 
 
 def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent, ctx: dict[str, Any]) -> None:
@@ -179,7 +180,7 @@ def finish_search(tj: TuneJob, base: TrainingJob, outcome: SearchOutcome, parent
     if not candidates:
         parent.end("FAILED")
         return
-    best = max(candidates, key=best_key)
+    best = max(candidates, key=lambda row: best_key(row, base.run.train.best_metric))
     outcome.best = best
     best_run = TrackedRun(parent.uri, best.mlflow_run_id)
     if finished_before:  # --resume of a search that had ended: report it, evaluate and register nothing again
