@@ -403,3 +403,13 @@ def test_a_runs_test_decode_uses_its_length_penalty_and_bound(ckpt):
     bounded = evaluate_checkpoint(str(ckpt.path), pairs, 2, "cpu", max_len_a=0.01, max_len_b=2)
     assert max(len(ckpt.tokenizer.encode([h])[0]) for h in bounded["hyps"]) <= 2
     assert max(len(h.split()) for h in default["hyps"]) > 2 and bounded["test/bleu"] < default["test/bleu"]
+
+
+def test_a_blank_source_is_translated_blank_on_every_path(ckpt):
+    """The run's test decode (and validation, and back-translation) gave a blank source the model's invented text,
+    where `mtcore.translate`/`mtcore.evaluate` give a blank line: two BLEU scores for one checkpoint and test set."""
+    from mtcore.tracking.artifacts import evaluate_checkpoint
+
+    alone = translate(ckpt.model, ckpt.tokenizer, [SOURCES[0]])
+    assert translate(ckpt.model, ckpt.tokenizer, ["", SOURCES[0], " \u200b "]) == ["", alone[0], ""]
+    assert evaluate_checkpoint(str(ckpt.path), [("", "Mở"), (SOURCES[0], "x")], 2, "cpu")["hyps"][0] == ""

@@ -133,6 +133,24 @@ def test_rerun_resumes_and_killed_worker_recovers(ray_local, mlflow_uri, runs_di
     resumed: list[str] = []
     assert ray_training.run_training(job, progress_echo=resumed.append).steps == 16
     assert any(line.startswith("resuming from step 16") for line in resumed)
+    # Its tokenizer is not the one the checkpoints were trained with (retrained by a newer mtcore): refused, not
+    # resumed with every id meaning another piece
+    (runs_dir / "ray_train" / "ddp-faults" / ray_training.FINISHED_FILE).unlink()
+    for config in (runs_dir / "ray_train" / "ddp-faults").glob("checkpoint_*/config.json"):
+        meta = json.loads(config.read_text())
+        meta["tokenizer"]["sha256"] = "0" * 64
+        config.write_text(json.dumps(meta))
+    with pytest.raises(ray_training.JobError, match="is not the one this checkpoint was trained with.*delete .*ddp-faults"):
+        ray_training.run_training(job)
+    # Deleted, as the messages above say, and trained again: a new MLflow run (the old run was continued, and its
+    # points up to step 16 hid every point of the new training)
+    import shutil
+
+    shutil.rmtree(runs_dir / "ray_train" / "ddp-faults")
+    fresh = ray_training.run_training(job)
+    assert fresh.mlflow_run_id != first.mlflow_run_id
+    assert sorted(m.step for m in client.get_metric_history(fresh.mlflow_run_id, "train/loss")) == [4, 8, 12, 16]
+    assert sorted(m.step for m in client.get_metric_history(first.mlflow_run_id, "train/loss")) == [4, 8, 12, 16]
 
 
 def test_the_same_corpus_path_with_other_contents_is_another_run(mlflow_uri, runs_dir, toy_corpus):

@@ -246,9 +246,10 @@ def data_lineage_tags(train_data: str) -> dict[str, str]:
 
 
 def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run_id: str | None = None,
-                    data_version: str = "", lineage: dict[str, str] | None = None):
-    """The job's MLflow run (a `TrackedRun`): the existing run of that name is continued, so a resumed job
-    logs to one run. With `parent_run_id` (a Tune search), the run is that run's child."""
+                    data_version: str = "", lineage: dict[str, str] | None = None, fresh: bool = False):
+    """The job's MLflow run (a `TrackedRun`): the existing run of that name is continued, so a resumed job logs to
+    one run; a `fresh` one (no checkpoint to resume from) gets a new run where the old one holds metrics. With
+    `parent_run_id` (a Tune search), the run is that run's child."""
     from mtcore import tracking
     from mtcore.tracking.run import open_run
 
@@ -262,7 +263,7 @@ def open_mlflow_run(job: TrainingJob, run_name: str, train_data: str, parent_run
     elif job.job.train_data:  # lineage: the data job that made the corpus, where it was one
         tags |= data_lineage_tags(job.job.train_data)
     return open_run(job.job.experiment, run_name, tags=tags, params=tracking.flatten(job.to_dict()),
-                    parent=parent_run_id, continue_named=True)
+                    parent=parent_run_id, continue_named=True, fresh=fresh)
 
 
 def user_error_of(err: BaseException) -> BaseException | None:
@@ -312,7 +313,10 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
 
         return PreparedInputs(train_data, dev, test, str(spm.absolute()), tracking_uri(), done[0].mlflow_run_id, run_name,
                               str(storage.absolute()), finished=True)
-    run = open_mlflow_run(job, run_name, train_data, parent_run_id, version)
+    # Training starts afresh where no checkpoint is left (the run folder deleted, as a finished run's message says
+    # to retrain it, or --overwrite): a new MLflow run, or the old run's points up to its last step hid the new ones.
+    resumes = done is not None or any((storage / run_name).glob("checkpoint_*"))
+    run = open_mlflow_run(job, run_name, train_data, parent_run_id, version, fresh=not resumes)
     return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
 
 
@@ -448,7 +452,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
 
-    from mtcore.nmt.checkpoint import load_resume_state, save_checkpoint
+    from mtcore.nmt.checkpoint import CheckpointError, check_tokenizer, load_resume_state, read_meta, save_checkpoint
     from mtcore.config import RunConfig
     from mtcore.nmt.tokenizer import Tokenizer
     from mtcore.nmt.training import fit
@@ -475,7 +479,12 @@ def _train_worker(config: dict[str, Any]) -> None:
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
-            state, _ = load_resume_state(directory)  # a damaged latest checkpoint: the previous good one
+            state, resumed_from = load_resume_state(directory)  # a damaged latest checkpoint: the previous good one
+            try:  # ids of another tokenizer (retrained by a newer mtcore) would be read by the old embeddings
+                check_tokenizer(read_meta(resumed_from), tokenizer, f"resuming run '{inputs.run_name}'")
+            except CheckpointError as err:
+                raise CheckpointError(f"{err}; the run cannot continue with it: delete "
+                                      f"{Path(inputs.storage_path) / inputs.run_name} to train it again") from None
         progress.write(f"resuming from step {state['step']} (epoch {state['epoch']})")
         progress.t0 -= state.get("train_seconds", 0.0)  # the clock shows the budget spent over every resume
 

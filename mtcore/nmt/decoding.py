@@ -28,7 +28,7 @@ from mtcore.config import GREEDY, DecodeConfig, Sampling
 from mtcore.nmt.batching import pad
 from mtcore.nmt.model import Seq2Seq
 from mtcore.nmt.noise import noise_text
-from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer
+from mtcore.nmt.tokenizer import BOS_ID, BT_TAG, EOS_ID, PAD_ID, Tokenizer, normalize
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +415,16 @@ def translate(
     **kwargs,
 ) -> list[str]:
     """Detokenised translations of `texts`; `decode` and keyword arguments as `translate_ids`.
-    `bt_tag=True` prefixes each source with the `<bt>` tag (tagged back-translation, Caswell et al. 2019)."""
+    `bt_tag=True` prefixes each source with the `<bt>` tag (tagged back-translation, Caswell et al. 2019).
+    A blank text's translation is blank, as `python -m mtcore.translate` and `mtcore.evaluate` give it (a model asked
+    to translate nothing invents text, and a run's test BLEU differed from `evaluate`'s on the same pairs)."""
+    filled = [i for i, text in enumerate(texts) if normalize(text)]
+    if len(filled) < len(texts):
+        out = [""] * len(texts)
+        if filled:
+            for i, hyp in zip(filled, translate(model, tokenizer, [texts[i] for i in filled], decode, bt_tag=bt_tag, **kwargs)):
+                out[i] = hyp
+        return out
     sources = encode_sources(tokenizer, texts, bt_tag=bt_tag, max_len=model.cfg.max_positions - 1)
     return tokenizer.decode(translate_ids(model, sources, decode, **kwargs))
 

@@ -49,7 +49,7 @@ from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
 from mtcore.nmt.precision import training_autocast, validation_autocast
-from mtcore.nmt.tokenizer import PAD_ID, Tokenizer
+from mtcore.nmt.tokenizer import PAD_ID, Tokenizer, normalize
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,8 @@ def validate(
     sources = encode_sources(tokenizer, [subset[i][0] for i in mine], max_len=model.cfg.max_positions - 1)
     with autocast:
         hyp_ids = translate_ids(model, sources, train_cfg.validation_decode())
-    hyps_mine = list(zip(mine, tokenizer.decode(hyp_ids)))
+    # a blank source's hypothesis is blank, as the test decode and `mtcore.evaluate` score it
+    hyps_mine = [(i, hyp if normalize(subset[i][0]) else "") for i, hyp in zip(mine, tokenizer.decode(hyp_ids))]
     if world > 1:
         gathered: list = [None] * world
         dist.all_gather_object(gathered, hyps_mine)

@@ -208,9 +208,10 @@ def end_orphaned_runs(client, experiment_id: str) -> list[str]:
 
 
 def open_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, params: dict[str, Any] | None = None,
-             parent: TrackedRun | str | None = None, continue_named: bool = False) -> TrackedRun:
+             parent: TrackedRun | str | None = None, continue_named: bool = False, fresh: bool = False) -> TrackedRun:
     """A new RUNNING run of `experiment` named `name`; with `continue_named`, the newest run of that name is
-    continued instead (a resumed job keeps logging to one run). Params are logged only on a new run."""
+    continued instead (a resumed job keeps logging to one run), unless `fresh` (work that starts again from its
+    beginning) and that run holds metrics already. Params are logged only on a new run."""
     from mtcore import tracking
 
     uri, experiment_id = _experiment_id(experiment)
@@ -218,7 +219,7 @@ def open_run(experiment: str, name: str, *, tags: dict[str, str] | None = None, 
         from mlflow import MlflowClient
 
         found = tracking.find_runs(MlflowClient(tracking_uri=uri), experiment_id, "mlflow.runName", name, max_results=1)
-        if found:
+        if found and not (fresh and found[0].data.metrics):
             run = TrackedRun(uri, found[0].info.run_id)
             run.reopen()
             if parent is not None:  # continued under another parent run (a job redone with --overwrite): its child now
