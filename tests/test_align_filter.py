@@ -735,6 +735,10 @@ def test_a_given_threshold_beyond_every_score_is_said(encoder_dir, tmp_path, cap
     # a threshold given on the margin's scale keeps the margin on a corpus under MIN_MARGIN_PAIRS (above 2k pairs)
     kept_margin = filter_corpus(src, tmp_path / "out2", FilterConfig(encoder=encoder_dir, threshold=1.0), use_ray=False, track=False)
     assert kept_margin.report["score"] == "margin"
+    # ... and under 2k + 1 it cannot: the margin's threshold was applied to cosine scores, and every pair rejected
+    few = write_parquet(tiny_corpus().slice(700, 6), tmp_path / "few.parquet")
+    with pytest.raises(FilterError, match=r"6 distinct pairs are too few for the margin .*--threshold 1.05 is on the margin's"):
+        filter_corpus(few, tmp_path / "out3", FilterConfig(encoder=encoder_dir, threshold=1.05), use_ray=False, track=False)
 
 
 def test_an_encoders_reference_pairs_are_turned_round_for_a_corpus_of_the_reverse_pair(encoder_dir, tmp_path):

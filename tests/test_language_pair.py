@@ -355,6 +355,20 @@ def test_a_pseudo_context_is_taken_from_the_english_side_of_an_x_en_corpus():
     assert kept["src"].to_pylist() == ["Cherokee", "lawful", "Edit|Posting Profiles"]
 
 
+def test_a_pair_set_by_a_rules_files_language_rule_is_recorded_for_the_stages_after(tmp_path):
+    """`clean --config rules.yaml` whose LanguageID says de-en cleaned the corpus as de-en, but only --langs was
+    recorded: align_filter and training then read the kept pairs as en-vi."""
+    from mtcore.runs import languages_of
+
+    (tmp_path / "rules.yaml").write_text("rules:\n  - NonEmpty\n  - LanguageID: {languages: [de, en]}\n")
+    cfg = load_config(tmp_path / "rules.yaml")
+    assert cfg.languages == ("de", "en") and cfg.to_dict()["languages"] == ["de", "en"]
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "report.json").write_text(json.dumps({"config": cfg.to_dict()}))
+    assert tuple(languages_of(tmp_path / "kept", None)) == ("de", "en")
+    assert "languages" not in load_config().to_dict()  # the default stage keeps its keys
+
+
 def test_langs_en_vi_is_the_default_stage_and_a_change_is_named_by_its_rule():
     """`clean --langs en-vi` was refused beside a run without --langs (languages None -> [en, vi]), printing the
     whole list of rules twice."""

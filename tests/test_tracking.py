@@ -63,7 +63,11 @@ def test_a_rule_list_is_one_param_per_setting():
     rules = [{"NonEmpty": {}}, {"LengthRatio": {"min_ratio": 0.2, "max_ratio": 3.0}}, {"LengthRatio": {"min_ratio": 0.5}}]
     flat = tracking.flatten({"config": {"rules": rules}})
     assert flat["config.rules.order"] == "NonEmpty,LengthRatio,LengthRatio"
-    assert flat["config.rules.LengthRatio.max_ratio"] == "3.0" and flat["config.rules.LengthRatio#2.min_ratio"] == "0.5"
+    assert flat["config.rules.LengthRatio.max_ratio"] == "3.0" and flat["config.rules.LengthRatio_2.min_ratio"] == "0.5"
+    from mlflow.utils.validation import _validate_param_name
+
+    for name in flat:  # `LengthRatio#2` was refused by MLflow, and the clean stage's run kept no params or metrics
+        _validate_param_name(name)
 
 
 def test_data_version_changes_with_content(tmp_path):

@@ -88,6 +88,9 @@ PAIR_MODELS = ("dual_xent", "classifier")  # scores a model computes from the pa
 MIN_MARGIN_PAIRS = 200
 MIN_JUDGED_PAIRS = 20  # distinct pairs below which the random-pair comparisons judge nothing (partners repeat)
 COPY_SHARE = 0.2  # copies (target = source) above this share of a corpus are worth a warning
+# The code a filtered corpus depends on (its fingerprint): the encoder reads text through the cleaning's
+# accelerator view and the tokenizer's normalisation
+ALIGNMENT_CODE = ("mtcore.alignment", "mtcore.embedding", "mtcore.data", "mtcore.cleaning.normalize", "mtcore.nmt.tokenizer")
 FAR_REJECT_SHARE = 0.10  # a corpus far below the reference pairs is worth a warning when this much of it is rejected
 
 
@@ -833,7 +836,7 @@ def filter_corpus(
                 if not (k in ("reference", "nmt_forward", "nmt_reverse") and v) and not (k == "encoder" and "encoder" in inputs)
                 and not (k == "langs" and tuple(v) == ("en", "vi"))}  # an en-vi stage made before --langs is the same
     stage = Stage(output.absolute(), STAGE, settings=settings, inputs=inputs,
-                  code=("mtcore.alignment", "mtcore.embedding", "mtcore.data") + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()),
+                  code=ALIGNMENT_CODE + (("mtcore.nmt",) if cfg.score == "dual_xent" else ()),
                   languages=cfg.langs, extras=("kept.*",))  # --format tsv|txt exports
     if stage.reuse(overwrite) is not None:
         return FilterResult(output, json.loads((output / "report.json").read_text()), skipped=True)
@@ -850,6 +853,10 @@ def filter_corpus(
     # The margin divides by a pair's k nearest neighbours: in a small corpus they are most of it (with one pair every
     # margin is 1.0), and see MIN_MARGIN_PAIRS. A threshold the user gave is on the margin's scale: kept, down to 2k.
     needed = max(MIN_MARGIN_PAIRS, 2 * cfg.k + 1) if cfg.threshold == "auto" else 2 * cfg.k + 1
+    if cfg.score == "margin" and distinct < needed and cfg.threshold != "auto":  # cosine would be cut at a margin's value
+        raise FilterError(f"{input_path}: {distinct} distinct pairs are too few for the margin (it needs {needed}), and "
+                          f"--threshold {cfg.threshold} is on the margin's scale; give --score cosine with a cosine "
+                          "threshold, or --threshold auto")
     if cfg.score == "margin" and distinct < needed:
         log.warning("%s: %d distinct pairs are too few for the margin (it needs %d: a small corpus is its own pairs' "
                     "neighbourhood); scored by cosine", input_path, distinct, needed)

@@ -119,7 +119,8 @@ class BTConfig:
         # The held-out sets the cleaning's TestOverlap reads (data/dev + data/test unless the rules say
         # otherwise): an edited test set is another cleaned corpus, as for pipelines/clean.py.
         from mtcore.cleaning import load_config
-        from mtcore.cleaning.pipeline import stage_settings as cleaning_settings
+        from mtcore.alignment.filter import ALIGNMENT_CODE
+        from mtcore.cleaning.pipeline import CLEANING_CODE, stage_settings as cleaning_settings
 
         rules, heldout = cleaning_settings(load_config(self.clean_config))
         # The rules as read, not the file's bytes: a copy of the default rules, or the same rules respelled,
@@ -129,8 +130,8 @@ class BTConfig:
         pick = lambda *keys: {k: d[k] for k in keys}  # noqa: E731
         # ... and the code that makes them: a changed rule or decoder is another output, as for pipelines/clean.py.
         code = lambda key, *modules: {f"code:{key}": code_version(*modules)}  # noqa: E731
-        clean = pick("corpus", "clean_config", "heldout") | code("clean", "mtcore.cleaning", "mtcore.data")
-        align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", "mtcore.alignment", "mtcore.embedding")
+        clean = pick("corpus", "clean_config", "heldout") | code("clean", *CLEANING_CODE)
+        align = clean | pick("align_score", "encoder") | {"classifier": d.get("classifier")} | code("align", *ALIGNMENT_CODE)
         # Only the settings the reverse model is made with: none of the training ones for a model given, and no
         # minutes beside a step count (each such change redid the back-translation for an identical model)
         training = ("reverse_minutes", "reverse_steps", "reverse_preset", "reverse_train_limit", "reverse_vocab", "seed")

@@ -110,8 +110,10 @@ class CleaningConfig:
         return {
             "normalize": {f.name: getattr(self.normalize, f.name) for f in fields(self.normalize)},
             "rules": [{r.name(): r.params()} for r in self.rules],
-        } | ({"languages": list(self.langs)} if self.langs is not None and tuple(self.langs) != NATIVE_PAIR
-             else {})  # absent for en-vi, given or not: older keys stay, and --langs en-vi is the same stage
+        } | ({"languages": list(self.languages)} if tuple(self.languages) != NATIVE_PAIR
+             else {})  # absent for en-vi, given or not: older keys stay, and --langs en-vi is the same stage;
+        # a pair from --langs or from a rules file's LanguageID (that one went unrecorded, and the stages after
+        # it read a de-en corpus as en-vi)
 
 
 def _type_ok(value, annotation: str) -> bool:

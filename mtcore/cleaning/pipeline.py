@@ -48,6 +48,9 @@ INTERNAL = ("_reason", "_score", "_detail", "_h_exact", "_h_near", "_rowkey") + 
 META_COLUMNS = ["id", "_reason", "_h_exact", "_h_near", "_rowkey"] + [f"_n_{n}" for n in NORMALIZATIONS]
 BATCH_SIZE = 4096
 ROWS_PER_BLOCK = 25_000
+# The code a cleaned corpus depends on (its fingerprint): the tokenizer module lends normalisation its invisible
+# characters, so an edit there is another output too
+CLEANING_CODE = ("mtcore.cleaning", "mtcore.data", "mtcore.nmt.tokenizer")
 
 
 # --------------------------------------------------------------------------- step 1: row-wise
@@ -294,7 +297,7 @@ def clean_dataset(
         rule.ready()
     settings, heldout = stage_settings(cfg)
     stage = Stage(output.absolute(), "clean", settings=settings, inputs={"corpus": input_path.absolute(), **heldout},
-                  code=("mtcore.cleaning", "mtcore.data"), languages=cfg.languages,
+                  code=CLEANING_CODE, languages=cfg.languages,
                   extras=("kept.*", "rejects_by_reason.png", "score_histograms.png"))  # --format exports; MLflow's plots
     if stage.reuse(overwrite) is not None:
         return CleanResult(output, json.loads((output / "report.json").read_text(encoding="utf-8")), skipped=True)

@@ -791,7 +791,7 @@ class Numbers(Rule):
 
     def score(self, batch):
         src, tgt = col(batch, "src"), col(batch, "tgt")
-        cand = match(src, r"\d") | match(tgt, r"\d")
+        cand = match(src, r"\p{Nd}") | match(tgt, r"\p{Nd}")  # RE2's \d is ASCII: ١٥ and १५ went unchecked
         bad = np.zeros(len(batch), dtype=float)
         idx = np.flatnonzero(cand)
         for i, s, t in zip(idx, at(src, idx), at(tgt, idx)):

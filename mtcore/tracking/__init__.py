@@ -284,7 +284,7 @@ def flatten(config: dict, prefix: str = "") -> dict[str, str]:
             for item in value:
                 (kind, settings), = item.items()
                 seen[kind] = seen.get(kind, 0) + 1
-                label = kind if seen[kind] == 1 else f"{kind}#{seen[kind]}"
+                label = kind if seen[kind] == 1 else f"{kind}_{seen[kind]}"  # MLflow refuses `#` in a param name
                 flat.update(flatten(settings if isinstance(settings, dict) else {"value": settings}, f"{name}.{label}."))
         elif isinstance(value, dict):
             flat.update(flatten(value, f"{name}."))
