@@ -68,12 +68,24 @@ class NormalizeConfig:
 
 
 def strip_pseudo_context(src: str, tgt: str) -> str:
-    """`src` without a msgid-borne context prefix that the translation does not carry (see the module doc)."""
+    """`src` without a msgid-borne context prefix that the translation does not carry (see the module doc). Text
+    that only looks so is left alone: a prefix whose words the translation keeps ("HTTP|HTTPS" / "HTTP hoặc HTTPS",
+    "Press Ctrl^C" / "Nhấn Ctrl+C"), alternatives the translation writes with a slash ("Yes|No" / "Có/Không"), and a
+    caret after a one-letter word (an exponent: "e^x"); each lost its first part before."""
     for marker, pattern in (("|", _PIPE_CONTEXT), ("^", _CARET_CONTEXT)):
         if marker in src and marker not in tgt:
             m = pattern.match(src)
-            if m:
-                return src[m.end():]
+            if not m:
+                continue
+            context, text = src[:m.end() - 1], src[m.end():]
+            kept = set(re.findall(r"\w+", tgt.casefold())) - set(re.findall(r"\w+", text.casefold()))
+            if any(w in kept for w in re.findall(r"\w+", context.casefold()) if len(w) > 1):
+                return src
+            if marker == "^" and len(context.split()[-1]) < 2:  # "e^x"; Wesnoth's "prefix_kilo^k" is a context
+                return src
+            if marker == "|" and "/" in tgt and "/" not in text and " " not in context.strip():
+                return src
+            return text
     return src
 
 
@@ -117,7 +129,16 @@ def _strip_accelerator(src: str, tgt: str, pattern: re.Pattern, marker: str) -> 
         return None
     if _joins_identifier(src, i) or _joins_identifier(tgt, j):
         return None
-    return src[:i] + src[i + 1 :], tgt[:j] + tgt[j + 1 :]
+    return _without_marker(src, i), _without_marker(tgt, j)
+
+
+def _without_marker(text: str, k: int) -> str:
+    """`text` without its marker at `k`; a Chinese, Japanese or Korean catalog's "(_F)" group after the label goes
+    whole ("文件(_F)" → "文件", not "文件(F)"), with the space before it."""
+    if k > 0 and k + 2 < len(text) and text[k - 1] in "(（" and text[k + 2] in ")）":
+        head = text[:k - 1]
+        return (head[:-1] if head.endswith(" ") else head) + text[k + 3:]
+    return text[:k] + text[k + 1:]
 
 
 def without_accelerator(text: str) -> str:
@@ -130,7 +151,7 @@ def without_accelerator(text: str) -> str:
         if marker in text:
             k = _single_marker(text, pattern, marker)
             if k is not None and not _joins_identifier(text, k):
-                text = text[:k] + text[k + 1 :]
+                text = _without_marker(text, k)
     return text
 
 
