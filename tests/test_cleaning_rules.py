@@ -50,6 +50,9 @@ CASES = [
     (Untranslated(), "File not found.", "file not found", False),  # after lower-casing and punctuation
     (Untranslated(), "Cannot open the file for reading now", "Cannot open file for reading now", False),  # near copy
     (Untranslated(), "OK", "OK", True),
+    (Untranslated(), "无法打开文件。", "无法打开文件。", False),  # a Chinese sentence copied: one "word", kept as a name
+    (Untranslated(), "ファイルを開けませんでした。", "ファイルを開けませんでした。", False),
+    (Untranslated(), "北京", "北京", True),  # a short name in a script without spaces is still a name
     (Untranslated(), "Firefox", "Firefox", True),
     (Untranslated(), "%s: %s", "%s: %s", True),
     (Untranslated(), "100", "100", True),
@@ -199,6 +202,9 @@ CASES = [
     (Repetition(), "--file=FILE file naming the socket", "--file=TẬP-TIN tập tin đặt tên socket", True),
     (TerminalPunctuation(), "Cannot open the file.", "Không thể mở tập tin.", True),
     (TerminalPunctuation(), "Cannot open the file.", "Không thể mở", False),
+    (TerminalPunctuation(), "The file could not be opened.", "ไม่สามารถเปิดไฟล์ได้", True),  # Thai ends with no mark
+    (TerminalPunctuation(), "The file could not be opened.", "មិនអាចបើកឯកសារបានទេ។", True),  # Khmer's full stop
+    (TerminalPunctuation(), "The file could not be opened.", "ፋይሉን መክፈት አልተቻለም።", True),  # Amharic's
     (TerminalPunctuation(), "Loading...", "Đang tải", True),  # an ellipsis is not a sentence end
     (TerminalPunctuation(), "Open file", "Mở tập tin.", True),
     # issue 21, real catalog pairs (xsane, sudoers): short labels end with an abbreviation's dot

@@ -359,6 +359,12 @@ _CODE_TOKEN = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*|\b\w*_\w+\b|(?<!\w)/[\w./
 NAME_PARTICLES = frozenset("de del la las los el al an ad ar as az y e i and of the da do das dos du des le les nad pod von van der den di bin ibn".split())
 
 
+# Four letters running of a script written without spaces (Han, kana, Thai, Lao, Myanmar, Khmer): a sentence, not a
+# name, whatever the word count says (a zh-en corpus kept "无法打开文件。" copied as its English)
+_SPACELESS_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0eff\u1000-\u109f"
+                            r"\u1780-\u17ff]{4,}")
+
+
 @register
 @dataclass
 class Untranslated(Rule):
@@ -395,6 +401,8 @@ class Untranslated(Rule):
 
     @staticmethod
     def _is_name(text: str, max_name_words: int, max_cap: int) -> bool:
+        if _SPACELESS_RUN.search(text):  # a Chinese, Japanese or Thai sentence is one "word" without spaces
+            return False
         words = _TEXT_WORD.findall(_LOCALE.sub(" ", placeholders.strip(text)))  # "Argentina (es_AR)" is a name
         if not words or len(words) <= max_name_words:
             return True
@@ -860,10 +868,12 @@ class TerminalPunctuation(Rule):
 
     def score(self, batch):
         src, tgt = col(batch, "src"), col(batch, "tgt")
-        # sentence ends of other scripts too: CJK full-width 。！？：；, Arabic ؟ ۔, Devanagari danda ।
-        s_end = match(src, r"[.!?:。！？：؟।۔]\s*$") & ~match(src, r"\.\.\.\s*$|…\s*$")
+        # sentence ends of other scripts too: CJK full-width 。！？：；, Arabic ؟ ۔, Devanagari danda ।, Khmer ។ ៕,
+        # Amharic ።, Armenian ։, Myanmar ။, Tibetan །; Thai and Lao end a sentence with no mark: never judged
+        s_end = match(src, r"[.!?:。！？：؟।۔។៕።։။།]\s*$") & ~match(src, r"\.\.\.\s*$|…\s*$")
         code_end = match(src, r"(?:\(\)|[;{}=/\\]|--?[A-Za-z][\w-]*|" + LOCALE_RE2 + r"\)?)[.:]?\s*$")
-        t_end = match(tgt, r"[.!?:;…。！？：；؟।۔][\s\"'”’»)\]」』）】》]*$")
+        t_end = (match(tgt, r"[.!?:;…。！？：；؟।۔។៕።։။།][\s\"'”’»)\]」』）】》]*$")
+                 | match(tgt, r"\p{Thai}|\p{Lao}"))
         ratio = (text_length(tgt) + 1) / (text_length(src) + 1)
         return {"src_end": (s_end & ~code_end).astype(float), "tgt_end": t_end.astype(float), "src_words": n_words(src).astype(float), "ratio": ratio}
 
