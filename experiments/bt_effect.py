@@ -6,8 +6,9 @@ Keeps `--share` of the cleaned, aligned pairs as parallel data and uses the Viet
 the rest as monolingual text; trains one vi→en reverse model on the parallel share, back-translates
 in each mode, and trains en→vi models to convergence (early stopping and checkpoint choice on dev loss,
 the same cap and patience for every variant) on real only and on real + synthetic pairs, once per seed. Prints test
-BLEU/chrF per variant (mean and spread over seeds, gain over real only); every run is in the MLflow
-experiment `bt_effect`. Interrupted, it resumes from OUTPUT/results.jsonl.
+BLEU/chrF per variant (mean and spread over seeds, gain over real only); the en→vi runs are in the MLflow
+experiment `bt_effect`, the reverse model and the back-translation jobs in `backtranslate`. Interrupted, it
+resumes from OUTPUT/results.jsonl.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dev-limit", type=int, default=d.dev_limit)
     ap.add_argument("--vocab", type=int, default=d.vocab, help="SentencePiece vocabulary of both directions")
     ap.add_argument("--variants", default=",".join(d.variants), help=f"comma-separated, in the order to run; from {','.join(VARIANTS)}")
-    ap.add_argument("--aligned", help="cleaned, aligned real pairs (default: those of the main back-translation job, made if missing)")
+    ap.add_argument("--aligned", help="cleaned, aligned real pairs (default: stage 2 of the main back-translation job in runs/backtranslate; "
+                         "that whole job, reverse model and back-translations included, is run to make it, or reused)")
     ap.add_argument("--encoder", default=d.encoder)
     ap.add_argument("--dev", default=d.dev_data)
     ap.add_argument("--test", default=d.test_data)

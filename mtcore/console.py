@@ -29,6 +29,18 @@ THIRD_PARTY = ("ray", "mlflow", "alembic", "urllib3", "filelock", "fsspec", "py.
 QUIET_BELOW_ERROR = ("ray._private.authentication.authentication_token_setup",)
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Says an option's default where there is one to say: not on a required option, a flag, a None or a help
+    text that names its own ("--model MODEL (default: None)", "-q (default: 0)" were printed)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.required or action.default in (None, False, argparse.SUPPRESS) or "default" in text
+                or isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction))):
+            return text
+        return super()._get_help_string(action)
+
+
 def add_verbosity(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=QUIET, default=NORMAL,

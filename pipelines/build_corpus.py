@@ -3,7 +3,7 @@
     python pipelines/build_corpus.py [--packages data/packages.txt] [--output data/] [--cache DIR] [--seed N]
 
 Needs a Debian system with apt-get and dpkg-deb; downloads (~1 GB, cached)
-and unpacks packages without installing them. Logic: mtcore/corpus_build.py.
+and unpacks packages without installing them. Logic: mtcore/data/corpus_build.py.
 """
 
 from __future__ import annotations

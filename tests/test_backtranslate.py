@@ -519,6 +519,9 @@ def test_the_output_folder_of_a_user_is_never_taken_over(tmp_path):
         (own / name).write_text("{}")
     check_output(stages(own), overwrite=False)
     check_output(stages(tmp_path / "new"), overwrite=False)
+    (own / ".02_align_filter.partial").mkdir()  # what a stage killed with -9 mid-write leaves: a rerun restarts
+    (own / ".02_align_filter.lock").write_text("pid 1")
+    check_output(stages(own), overwrite=False)
     (own / "notes.txt").write_text("mine")
     with pytest.raises(BTError, match=r"\(notes.txt\)"):
         check_output(stages(own), overwrite=True)

@@ -152,3 +152,13 @@ def test_the_newest_runs_experiment_is_the_one_to_open(tmp_path):
     assert ui.newest_experiment(store) == (newer, "train_transformer")
     assert ui.runs_table_url("http://127.0.0.1:5000", older) == (
         f"http://127.0.0.1:5000/#/experiments/{older}/runs?viewStateShareKey={tracking.leaderboard_view()[0]}")
+
+
+def test_the_ui_shows_the_sqlite_store_the_jobs_record_to(tmp_path, monkeypatch):
+    """With MLFLOW_TRACKING_URI=sqlite:///other.db the jobs recorded there and the UI opened runs/mlflow.db."""
+    monkeypatch.setenv("MTCORE_HOME", str(tmp_path / "runs"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
+    assert ui.store_to_show(None) == f"sqlite:///{tmp_path / 'other.db'}"
+    assert ui.store_to_show(str(tmp_path / "given.db")) == f"sqlite:///{(tmp_path / 'given.db').resolve()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")  # a server: opened directly, the UI shows the workspace's
+    assert ui.store_to_show(None) == f"sqlite:///{(tmp_path / 'runs' / 'mlflow.db').resolve()}"

@@ -17,7 +17,8 @@ The comparison the literature makes (Edunov et al. 2018, Caswell et al. 2019), a
 Each finished (variant, seed) is appended to OUTPUT/results.jsonl with what it was made from (the
 settings, the input's contents, the training and decoding code, the variant and its training data's
 contents), so an interrupted experiment resumes where it stopped and a changed one starts afresh.
-Every run lands in the MLflow experiment `bt_effect`.
+The en→vi runs land in the MLflow experiment `bt_effect`; the reverse model and the back-translation jobs in
+`backtranslate`.
 """
 
 from __future__ import annotations

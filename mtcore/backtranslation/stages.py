@@ -160,6 +160,9 @@ JOB_FILES = {"report.json", "_data.json", "_mlflow_run.json", Donor.RECORD}  # a
 def check_output(stages: list[StageDir], overwrite: bool) -> None:
     root = stages[0].path.parent
     own = {s.path.name for s in stages}
+    # what a stage leaves while it is written (`runs.Stage.writing`): a hard kill (kill -9, the OOM killer) leaves them,
+    # and the rerun, which restarts where the job stopped, refused them as another program's files
+    own |= {f".{name}.{suffix}" for name in own for suffix in ("partial", "lock")}
     names = folder_names(root)
     foreign = {n for n in names if n not in own | JOB_FILES and not n.startswith("augmented.")}
     if foreign or (names and not names & (own | {"_mlflow_run.json"})):  # a report.json alone is not this job's

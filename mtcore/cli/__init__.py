@@ -15,7 +15,7 @@ import sys
 # name → (module with main(argv), the script of a checkout that runs the same code, what it does)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "clean": ("mtcore.cli.clean", "pipelines/clean.py", "clean a parallel corpus: kept, reason-coded rejects, report"),
-    "align-filter": ("mtcore.cli.align_filter", "pipelines/align_filter.py", "drop misaligned pairs by cosine score"),
+    "align-filter": ("mtcore.cli.align_filter", "pipelines/align_filter.py", "drop misaligned pairs by margin score (or cosine, classifier, dual_xent)"),
     "align-docs": ("mtcore.cli.align_docs", "pipelines/align_docs.py", "align the sentences of two documents"),
     "backtranslate": ("mtcore.cli.backtranslate", "pipelines/backtranslate.py",
                       "the main job: clean, filter, train a reverse model, back-translate, assemble"),

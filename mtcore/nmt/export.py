@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from mtcore import checks
-from mtcore.console import add_common_options, program
+from mtcore.console import DefaultsHelpFormatter, add_common_options, program
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import SPM, Checkpoint, checkpoint_dir, load_checkpoint
 from mtcore.nmt.decoding import DEFAULT_LEN_PENALTY
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     """`resolve` turns a non-directory reference (an MLflow `runs:/…` URI) into a local checkpoint
     directory; the `mtcore.export` entry point passes the tracking layer's."""
     parser = argparse.ArgumentParser(prog=program("python -m mtcore.export"), description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--to", required=True, choices=FORMATS, default=argparse.SUPPRESS, help="target format")
     parser.add_argument("model", metavar="RUN_OR_DIR", help="checkpoint directory, or an MLflow runs:/RUN_ID/PATH URI")
     parser.add_argument("out", metavar="OUT", help="output directory")

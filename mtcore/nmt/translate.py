@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from mtcore.console import add_common_options, program, quiet
+from mtcore.console import DefaultsHelpFormatter, add_common_options, program, quiet
 from mtcore import checks
 from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
@@ -132,7 +132,7 @@ def sampling_generator(args: argparse.Namespace) -> torch.Generator | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program("python -m mtcore.translate"), description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     decoding_args(parser)
     parser.add_argument("-i", "--input", default="-", help="source lines, UTF-8, gzip'd if it ends in .gz (- = stdin)")
     parser.add_argument("-o", "--output", default="-", help="translations (- = stdout)")

@@ -282,25 +282,37 @@ def runs_table_url(base: str, experiment_id: str) -> str:
 
 
 @entry_point
+def store_to_show(given: str | None) -> str:
+    """The store the jobs record to: `--store`, else a SQLite `MLFLOW_TRACKING_URI` (the UI opened runs/mlflow.db
+    beside it, without the runs), else the workspace's."""
+    env_uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if given:
+        return as_store_uri(given)
+    if env_uri and not env_uri.startswith(("http://", "https://")):
+        return as_store_uri(env_uri)
+    return local_store_uri()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=program("python -m mtcore.ui"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default=DEFAULT_HOST, help="interface to bind (default: %(default)s, this machine only)")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
-    ap.add_argument("--store", default=None, help="backend store: sqlite:///PATH or a .db file (default: the workspace's "
-                                                  "mlflow.db, runs/mlflow.db or $MTCORE_HOME/mlflow.db)")
+    ap.add_argument("--store", default=None, help="backend store: sqlite:///PATH or a .db file (default: a SQLite "
+                                                  "$MLFLOW_TRACKING_URI, else the workspace's mlflow.db, runs/mlflow.db or "
+                                                  "$MTCORE_HOME/mlflow.db)")
     ap.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes (default: %(default)s)")
     add_common_options(ap)
     args = ap.parse_args(argv)
     if not 1 <= args.port <= 65535:
         print(f"error: --port: {args.port} is out of range; pass a port in 1..65535", file=sys.stderr)
         return 2
+    env_uri = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
     try:
-        store = as_store_uri(args.store) if args.store else local_store_uri()
+        store = store_to_show(args.store)
     except TrackingError as err:
-        print(f"error: --store {err}", file=sys.stderr)
+        print(f"error: {'--store' if args.store else 'MLFLOW_TRACKING_URI'} {err}", file=sys.stderr)
         return 2
-    env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
     if env_uri.startswith(("http://", "https://")) and args.store is None:
         print(f"note: MLFLOW_TRACKING_URI={env_uri} is a tracking server; open it directly. "
               f"Starting the UI on the local store {store}.", file=sys.stderr)
