@@ -212,7 +212,11 @@ def test_evaluate_gives_a_blank_source_a_blank_hypothesis(tokenizer, tmp_path, c
     from mtcore.nmt.decoding import translate
 
     ckpt = save_checkpoint(tmp_path / "ckpt", tiny_model(tokenizer), tokenizer)
-    assert translate(tiny_model(tokenizer), tokenizer, [" "])[0].strip()  # what it would have scored
+    from mtcore.nmt.decoding import encode_sources, translate_ids
+
+    model = tiny_model(tokenizer)
+    assert tokenizer.decode(translate_ids(model, encode_sources(tokenizer, [" "])))[0].strip()  # what it would have scored
+    assert translate(model, tokenizer, [" "]) == [""]  # every path gives it a blank hypothesis now
     src = [s for s, _ in PAIRS[:4]]
     src[1] = "  "
     test = write_parquet(pa.table({"src": src, "tgt": [t for _, t in PAIRS[:4]]}), tmp_path / "t.parquet")

@@ -360,10 +360,11 @@ def fit(
             f"{why['empty']} with an empty side"] * bool(why["empty"])
         log.warning("skipped %s of %s training pairs: %s", f"{skipped:,}", f"{len(train_pairs):,}", ", ".join(reasons))
     dev_max = min(train_cfg.max_len, model_cfg.max_positions - 1)
+    bound = "train.max_len" if train_cfg.max_len <= model_cfg.max_positions - 1 else "model.max_positions"
     dev, dev_skipped = encode_pairs_counted(tokenizer, dev_pairs, dev_max)
     if dev_pairs and not dev:  # a dev loss of no pair read 0.0: the "best" checkpoint, and patience ran on it
-        raise BatchingError(f"none of the {len(dev_pairs):,} dev pairs fits `train.max_len` ({dev_max} pieces a side, both "
-                            "sides non-empty), so dev loss would score nothing; raise train.max_len or check the dev set")
+        raise BatchingError(f"none of the {len(dev_pairs):,} dev pairs fits `{bound}` ({dev_max} pieces a side, both "
+                            f"sides non-empty), so dev loss would score nothing; raise {bound} or check the dev set")
     if sum(dev_skipped.values()) and rank == 0:  # dev BLEU decodes them all; dev loss cannot score what does not fit
         log.warning("dev loss leaves out %d of %s dev pairs (%d longer than max_len=%d, %d with an empty side); dev BLEU "
                     "scores them all", sum(dev_skipped.values()), f"{len(dev_pairs):,}", dev_skipped["too_long"], dev_max,
