@@ -356,3 +356,94 @@ def test_dev_bleu_scores_pairs_spread_over_the_whole_dev_set(tokenizer):
     encoded, _ = encode_pairs(tokenizer, dev, 64)
     _, extras = validate(model, tokenizer, encoded, dev, quick(dev_limit=4, max_len_b=3), torch.device("cpu"))
     assert [s["src"] for s in extras["samples"]] == [dev[i][0] for i in (0, 5, 10, 15)]
+
+
+# --------------------------------------------------------------------------- edges a direct `fit` call meets
+
+
+def test_fit_refuses_an_empty_dev_set_before_training(tokenizer):
+    """It trained to the first validation, then failed in the BLEU of nothing (IndexError)."""
+    from mtcore.nmt.batching import BatchingError
+
+    steps = []
+    with pytest.raises(BatchingError, match="no dev pairs"):
+        fit(quick(max_steps=3), TINY, PAIRS, [], tokenizer, on_update=lambda ts, _: steps.append(ts.step))
+    assert steps == []
+
+
+def test_training_pairs_longer_than_the_position_table_are_skipped_not_fatal(tokenizer, caplog):
+    """`fit` called directly with max_len above max_positions trained until the first batch holding a longer side,
+    then failed in the position encoding."""
+    long_pair = (" ".join(["open the big file"] * 12), " ".join(["mở tệp lớn"] * 12))
+    model = ModelConfig.preset("tiny", dropout=0.0, max_positions=24)
+    with caplog.at_level("WARNING", logger="mtcore.nmt.training"):
+        result = fit(quick(max_steps=4, max_len=64), model, PAIRS[:8] + [long_pair] * 8, PAIRS[:4], tokenizer)
+    assert result.steps == 4
+    assert "skipped 8 of 16 training pairs: 8 longer than model.max_positions=24" in caplog.text
+
+
+def test_a_resumed_run_already_at_its_end_is_not_validated_again(tokenizer):
+    """Checkpoints are written at validations: a rerun of a finished run (its test decoding had failed) decoded the
+    dev set again and counted the same weights as one more validation without a gain."""
+    first = fit(quick(max_steps=5), TINY, PAIRS, PAIRS[:8], tokenizer)
+    seen = []
+    again = fit(quick(max_steps=5), TINY, PAIRS, PAIRS[:8], tokenizer, state=first.state.to_dict(),
+                on_validation=lambda m, ts: seen.append(m["step"]))
+    assert again.steps == 5 and again.stop_reason == "max_steps"
+    assert seen == [] and again.state.bad_validations == first.state.bad_validations
+
+
+def _ddp_agreement_worker(rank: int, world: int, store: str, spm: str, states: list[str], out: str) -> None:
+    """Each rank: a resume from its own (different) state, then a stop asked by rank 0's callback alone."""
+    import datetime
+
+    import torch.distributed as dist
+
+    import mtcore.nmt.training as training
+    from mtcore.nmt.checkpoint import CheckpointError
+    from mtcore.nmt.tokenizer import Tokenizer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))  # a regression fails here, not after 30 minutes
+    record: dict = {"precision": []}
+    real_autocast = training.training_autocast
+    training.training_autocast = lambda device, want: record["precision"].append(want) or real_autocast(device, want)
+    if rank == 1:  # as if this rank's node measured bf16 otherwise than rank 0's: the ranks must agree on one precision
+        real_uses_bf16 = training.uses_bf16
+        training.uses_bf16 = lambda device_type, want: not real_uses_bf16(device_type, want)
+    tok = Tokenizer(spm)
+    try:
+        fit(quick(max_steps=8), TINY, PAIRS, PAIRS[:8], tok, state=torch.load(states[rank], weights_only=False))
+    except CheckpointError as err:
+        record["resume"] = str(err)
+    result = fit(quick(max_steps=50), TINY, PAIRS, PAIRS[:8], tok, on_update=lambda ts, _: rank == 0 and ts.step >= 3)
+    record |= {"steps": result.steps, "reason": result.stop_reason}
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(record, f)
+    dist.destroy_process_group()
+
+
+def test_ddp_ranks_agree_on_resume_point_precision_and_a_callback_stop(tokenizer, tmp_path):
+    """Each rank decided alone: a callback's stop (rank 0 left the loop while rank 1 reduced on: a mismatched
+    collective), a resume checkpoint (one rank's damaged latest made it fall back to an older one) and whether its
+    node's CPU trains in bf16."""
+    import torch.multiprocessing as mp
+
+    states = []
+    for steps in (3, 5):
+        path = tmp_path / f"state-{steps}.pt"
+        torch.save(fit(quick(max_steps=steps), TINY, PAIRS, PAIRS[:8], tokenizer).state.to_dict(), path)
+        states.append(str(path))
+    out = str(tmp_path / "result")
+    try:
+        mp.spawn(_ddp_agreement_worker, args=(2, str(tmp_path / "store"), str(tokenizer.path), states, out), nprocs=2,
+                 join=True)
+    except mp.ProcessExitedException:  # gloo's occasional abort at teardown (test_ddp_two_cpu_ranks_stay_in_step)
+        if not all(Path(f"{out}.{r}").is_file() for r in (0, 1)):
+            raise
+    r0, r1 = (json.loads(open(f"{out}.{r}").read()) for r in (0, 1))
+    for r in (r0, r1):
+        assert "ranks resumed from different checkpoints" in r["resume"]
+        assert r["steps"] == 3 and r["reason"] == "callback"
+        assert r["precision"] == [False]  # bf16 only where every rank has it

@@ -42,13 +42,14 @@ import torch
 import torch.distributed as dist
 
 from mtcore.nmt.averaging import WeightSnapshots
+from mtcore.nmt.checkpoint import CheckpointError
 from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
 from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
-from mtcore.nmt.precision import training_autocast, validation_autocast
+from mtcore.nmt.precision import training_autocast, uses_bf16, validation_autocast
 from mtcore.nmt.tokenizer import PAD_ID, Tokenizer, normalize
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,23 @@ def _all_sum(values: list[float], device: torch.device) -> list[float]:
 
 def _any_rank(flag: bool, device: torch.device) -> bool:
     return _all_sum([float(flag)], device)[0] > 0
+
+
+def _every_rank(flag: bool, device: torch.device) -> bool:
+    return _all_sum([float(flag)], device)[0] == dist_info()[1]
+
+
+def _check_same_resume_point(ts: TrainState, device: torch.device) -> None:
+    """Every rank resumed at the same step, epoch and batch: each reads the checkpoint on its own node, and one that
+    fell back to an older checkpoint (a damaged or half-copied latest one) would run other collectives and hang."""
+    if dist_info()[1] == 1:
+        return
+    here = [float(ts.step), float(ts.epoch), float(ts.groups_done)]
+    total = _all_sum(here + [1.0], device)
+    if any(abs(t - h * total[-1]) > 0.5 for t, h in zip(total, here)):
+        raise CheckpointError(f"the ranks resumed from different checkpoints (this rank: step {ts.step}, epoch "
+                                 f"{ts.epoch}); a rank's latest checkpoint is damaged or not yet copied to its node: "
+                                 "check the run's storage, which every node must see alike")
 
 
 def update_seed(seed: int, rank: int, step: int) -> int:
@@ -350,19 +368,26 @@ def fit(
     rank, world = dist_info()
     t_start = time.perf_counter()
     budget = time_budget_s if time_budget_s is not None else train_cfg.time_budget_min * 60.0
-    train, why = encode_pairs_counted(tokenizer, train_pairs, train_cfg.max_len)
+    if not dev_pairs:  # every validation (and the checkpoint choice) would score nothing, after all the training
+        raise BatchingError("no dev pairs: training validates on them; give a dev set of at least one pair")
+    # Sides longer than the position table would fail mid-training, at the first batch holding one: skip them as
+    # sides over train.max_len are (a job checks max_positions against max_len before it starts; `fit` called
+    # directly, e.g. from a notebook, did not).
+    train_max = min(train_cfg.max_len, model_cfg.max_positions)
+    train_bound = "max_len" if train_cfg.max_len <= model_cfg.max_positions else "model.max_positions"
+    train, why = encode_pairs_counted(tokenizer, train_pairs, train_max)
     skipped = sum(why.values())
     if not train:
-        raise BatchingError(f"none of the {len(train_pairs):,} training pairs fits `train.max_len` ({train_cfg.max_len} "
-                            f"pieces a side, both sides non-empty); raise train.max_len or check the corpus")
+        raise BatchingError(f"none of the {len(train_pairs):,} training pairs fits `{'train.' * (train_bound == 'max_len')}"
+                            f"{train_bound}` ({train_max} pieces a side, both sides non-empty); raise it or check the corpus")
     if skipped and rank == 0:
-        reasons = [f"{why['too_long']} longer than max_len={train_cfg.max_len}"] * bool(why["too_long"]) + [
+        reasons = [f"{why['too_long']} longer than {train_bound}={train_max}"] * bool(why["too_long"]) + [
             f"{why['empty']} with an empty side"] * bool(why["empty"])
         log.warning("skipped %s of %s training pairs: %s", f"{skipped:,}", f"{len(train_pairs):,}", ", ".join(reasons))
     dev_max = min(train_cfg.max_len, model_cfg.max_positions - 1)
     bound = "train.max_len" if train_cfg.max_len <= model_cfg.max_positions - 1 else "model.max_positions"
     dev, dev_skipped = encode_pairs_counted(tokenizer, dev_pairs, dev_max)
-    if dev_pairs and not dev:  # a dev loss of no pair read 0.0: the "best" checkpoint, and patience ran on it
+    if not dev:  # a dev loss of no pair read 0.0: the "best" checkpoint, and patience ran on it
         raise BatchingError(f"none of the {len(dev_pairs):,} dev pairs fits `{bound}` ({dev_max} pieces a side, both "
                             f"sides non-empty), so dev loss would score nothing; raise {bound} or check the dev set")
     if sum(dev_skipped.values()) and rank == 0:  # dev BLEU decodes them all; dev loss cannot score what does not fit
@@ -376,6 +401,7 @@ def fit(
     ts = TrainState(model, optimizer, scheduler)
     if state is not None:
         ts.load(state)
+        _check_same_resume_point(ts, device)
     spent_before = ts.train_seconds  # a resumed run gets what is left of its budget, not a new one
     resumed_at = ts.step if state is not None else None
     net = model
@@ -385,16 +411,19 @@ def fit(
         device_ids = None
         if device.type == "cuda":
             device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
-        net = DistributedDataParallel(model, device_ids=device_ids)
-    autocast = training_autocast(device, train_cfg.bf16)
-    eval_autocast = validation_autocast(device, train_cfg.bf16)
+        # No buffer needs syncing (no batch norm; the position table is the same on every rank): without
+        # broadcast_buffers, DDP does not send the table before every forward.
+        net = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    want_bf16 = _every_rank(uses_bf16(device.type, train_cfg.bf16), device)  # one precision for all (nodes may differ)
+    autocast = training_autocast(device, want_bf16)
+    eval_autocast = validation_autocast(device, want_bf16)
     src_lens, tgt_lens = _lengths(train)
     sampler = TokenBatchSampler(src_lens, tgt_lens, train_cfg.max_tokens, seed=train_cfg.seed, rank=rank, world_size=world)
     acc = train_cfg.accumulation
     clip = train_cfg.clip_norm if train_cfg.clip_norm > 0 else math.inf
 
     last_metrics: dict[str, float] = {}
-    last_validated = -1
+    last_validated = ts.step if state is not None else -1
     snapshots = WeightSnapshots(train_cfg.average_last, train_cfg.average_every)
     averaged: dict[str, Any] = {}
     total_tokens = 0
@@ -428,7 +457,7 @@ def fit(
                 log.warning("averaging %s: the run ended at step %d, which holds %d of the last %d snapshots taken every "
                             "%d steps (train.average_every)", what, ts.step, len(snapshots.items), snapshots.keep,
                             train_cfg.average_every)
-        if not snapshots.ready():
+        if not snapshots.ready() or not last_metrics:  # no validation since a resume: nothing to compare with
             return
         final_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.load_state_dict(snapshots.mean())
@@ -482,8 +511,8 @@ def fit(
             window["grad_norm"] += float(grad_norm)
             window["steps"] += 1
             snapshots.maybe_take(model, ts.step)
-            if on_update is not None and on_update(ts, time.perf_counter() - t_start):
-                stop_reason = "callback"
+            # the callback judges this rank's clock: every rank stops if any says so (as for the time budget)
+            stop_asked = on_update is not None and bool(on_update(ts, time.perf_counter() - t_start))
 
             if ts.step % train_cfg.log_every == 0:
                 _report_window(window, ts, device, on_step)
@@ -492,8 +521,9 @@ def fit(
                     stop_reason = "patience"
             if not stop_reason and train_cfg.max_steps and ts.step >= train_cfg.max_steps:
                 stop_reason = "max_steps"
-            if not stop_reason and budget and _any_rank(ts.train_seconds >= budget, device):
-                stop_reason = "time_budget"
+            if not stop_reason and (on_update is not None or budget):
+                asked, over = _all_sum([float(stop_asked), float(bool(budget) and ts.train_seconds >= budget)], device)
+                stop_reason = "callback" if asked else "time_budget" if over else ""
             if stop_reason:
                 break
         else:
