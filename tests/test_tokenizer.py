@@ -73,3 +73,23 @@ def test_empty_corpus_and_missing_model(tmp_path):
         train_tokenizer(["", "  "], tmp_path / "s.model")
     with pytest.raises(TokenizerError, match="not found"):
         Tokenizer(tmp_path / "missing.model")
+
+
+def test_a_sampled_corpus_gives_the_same_vocabulary_in_every_process(tmp_path):
+    """Over `max_sentences`, SentencePiece samples the corpus with a generator seeded from the clock: two processes
+    trained two different tokenizers on the same corpus."""
+    import subprocess
+    import sys
+
+    script = (
+        "import hashlib, random, sys\n"
+        "from mtcore.nmt.tokenizer import train_tokenizer\n"
+        "r = random.Random(0)\n"
+        "words = ['a', 'bb', 'ccc', 'dd', 'e', 'ff', 'ggg', 'hh', 'ii', 'jjj', 'k', 'lll']\n"
+        "texts = [' '.join(r.choice(words) + r.choice(['x', 'yy', 'zz', 'w']) for _ in range(6)) for _ in range(3000)]\n"
+        "train_tokenizer(texts, sys.argv[1], vocab_size=300, max_sentences=101)\n"
+        "print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())\n"
+    )
+    digests = {subprocess.run([sys.executable, "-c", script, str(tmp_path / f"{i}.model")], capture_output=True, text=True,
+                              check=True).stdout.strip() for i in range(3)}
+    assert len(digests) == 1

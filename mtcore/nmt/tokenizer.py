@@ -9,6 +9,7 @@ means no character ever decodes as `⁇`.
 from __future__ import annotations
 
 import io
+import random
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -129,6 +130,10 @@ def train_tokenizer(
 
 
 def _train(sentences, buffer, vocab_size, model_type, character_coverage, max_sentences, seed_sentencepiece_size):
+    # A corpus over max_sentences is sampled here, not by SentencePiece: its sampler draws from the clock (even after
+    # spm.set_random_generator_seed), and the same corpus gave another vocabulary in every process.
+    if len(sentences) > max_sentences:
+        sentences = random.Random(0).sample(sentences, max_sentences)
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
         model_writer=buffer,
