@@ -116,3 +116,22 @@ def test_progress_lines_follow_quiet(monkeypatch, capsys):
     console.progress_line("warning: skipped 3 of 10 training pairs")
     out = capsys.readouterr()
     assert out.out == "" and out.err == "warning: skipped 3 of 10 training pairs\n" and console.quiet()
+
+
+def test_a_run_whose_workers_do_not_start_says_it_is_waiting(tmp_path):
+    """Ray Train waits for free CPUs without end: the driver printed "starting 2 worker(s)" and then nothing."""
+    import time
+
+    from mtcore.distributed.progress import follow_progress
+
+    said = []
+    with follow_progress(tmp_path / "progress.log", said.append, waiting=lambda: "still waiting", wait_s=0.2):
+        time.sleep(1.0)
+    assert said.count("still waiting") >= 2
+    said.clear()
+    (tmp_path / "progress.log").write_text("")  # a resumed run's earlier lines are not repeated
+    with follow_progress(tmp_path / "progress.log", said.append, waiting=lambda: "still waiting", wait_s=0.5):
+        with (tmp_path / "progress.log").open("a") as fh:
+            fh.write("1,000 training pairs read\n")
+        time.sleep(1.5)
+    assert said == ["1,000 training pairs read"]

@@ -33,12 +33,16 @@ class ProgressFile:
 
 
 @contextlib.contextmanager
-def follow_progress(path: Path, echo=print):
-    """Print the lines a run appends to `path` while the body runs (a daemon thread tails the file)."""
+def follow_progress(path: Path, echo=print, waiting=None, wait_s: float = 90.0):
+    """Print the lines a run appends to `path` while the body runs (a daemon thread tails the file).
+
+    `waiting()`: a line said every `wait_s` until the run writes its first line. Ray Train waits for free CPUs or
+    GPUs without end and without a word (a job holding them, nodes still joining): the user sees why."""
     stop = threading.Event()
 
     def tail() -> None:
         offset = path.stat().st_size if path.exists() else 0  # a resumed run's old lines are not repeated
+        started, noted = offset, time.monotonic()
         while True:
             if path.exists():
                 with path.open(encoding="utf-8") as fh:
@@ -46,7 +50,11 @@ def follow_progress(path: Path, echo=print):
                     for line in fh.readlines():
                         echo(line.rstrip("\n"))
                     offset = fh.tell()
-            if stop.wait(1.0):
+            if waiting is not None and offset == started and time.monotonic() - noted >= wait_s:
+                noted = time.monotonic()
+                with contextlib.suppress(Exception):  # a line of help never fails the run
+                    echo(waiting())
+            if stop.wait(min(1.0, wait_s)):
                 if not path.exists() or path.stat().st_size == offset:
                     return
 

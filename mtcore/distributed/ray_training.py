@@ -664,7 +664,7 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     with contextlib.suppress(Exception):
         inputs.run.set_tags({"mtcore.workers": str(workers), "mtcore.device": "cuda" if use_gpu else "cpu",
                              "mtcore.tokens_per_step": str(workers * train.max_tokens * train.accumulation)})
-    with follow_progress(run_dir / PROGRESS_FILE, echo):
+    with follow_progress(run_dir / PROGRESS_FILE, echo, waiting=lambda: waiting_for_workers(workers, use_gpu)):
         echo(f"starting {workers} Ray Train {'GPU' if use_gpu else 'CPU'} worker(s) for run '{inputs.run_name}'")
         try:
             result = make_trainer(job, inputs, workers, use_gpu, callbacks).fit()
@@ -692,6 +692,16 @@ def run_training(job: TrainingJob, *, parent_run_id: str | None = None, callback
     )
     _record_finished(run_dir, outcome, job)
     return outcome
+
+
+def waiting_for_workers(workers: int, use_gpu: bool) -> str:
+    """Why a run's workers have not started yet, as far as the cluster's free resources tell."""
+    import ray
+
+    kind = "GPU" if use_gpu else "CPU"
+    free, total = ray.available_resources().get(kind, 0), ray.cluster_resources().get(kind, 0)
+    return (f"still waiting for {workers} {kind} worker(s) to start: {free:g} of the cluster's {total:g} {kind}s are "
+            f"free; another job may hold them, or nodes are still joining (`ray status` shows which)")
 
 
 FINISHED_FILE = "mtcore-finished.json"  # a run's outcome, once trained and tested: a rerun returns it
