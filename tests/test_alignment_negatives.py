@@ -83,3 +83,19 @@ def test_dev_set_drops_the_older_message_of_an_outdated_translation():
         assert (r["src"], r["tgt"]) not in set(zip(src, tgt))  # every misaligned row really changed
     for r in (r for r in bad if r["kind"] == "version"):  # its target now appears once: the old message is gone
         assert [x["tgt"] for x in dev.to_pylist()].count(r["tgt"]) == 1
+
+
+def test_a_large_origin_is_searched_in_windows_and_calibration_draws_some_of_them():
+    """One origin was one quadratic search: a 10M-row TSV (a single origin) could never end, nor fit in memory."""
+    from mtcore.alignment.negatives import fuzzy_windows
+
+    src = ["show hidden files", "show backup files", "show hidden folders", "open the file", "open the files now",
+           "open a file", "close all"]
+    tgt = [f"t{i}" for i in range(len(src))]
+    assert fuzzy_partners(src, tgt, None, window=3).tolist() == [1, 0, 0, 5, 3, 3, -1]  # the last is alone in its window
+    assert fuzzy_partners(src, tgt, None).tolist() == [1, 0, 0, 5, 3, 3, -1]  # one window, the same partners here
+    windows = fuzzy_windows(None, 10, window=2, max_rows=4, seed=1)
+    assert [len(w) for w in windows] == [2, 2]
+    assert [w.tolist() for w in windows] == [w.tolist() for w in fuzzy_windows(None, 10, window=2, max_rows=4, seed=1)]
+    drawn = fuzzy_partners(src, tgt, None, window=3, max_rows=3, seed=0)
+    assert sorted(np.flatnonzero(drawn >= 0).tolist()) in ([0, 1, 2], [3, 4, 5])  # one window drawn of the two

@@ -52,23 +52,46 @@ def word_sets(texts: list[str]) -> list[frozenset[str]]:
     return [frozenset(_WORD.findall(t.lower())) for t in texts]
 
 
-def fuzzy_partners(src: list[str], tgt: list[str], origins: list[str] | None, chunk: int = 2048) -> np.ndarray:
-    """For each row, the row of the same origin whose source shares the most words (Jaccard), with a
-    different target and a different word set (same words: the same message, so the translation fits).
-    -1 where the origin has no such row or nothing overlaps."""
+# Rows of one origin searched together for fuzzy partners. A larger origin is searched in consecutive windows of
+# this many rows: the search is quadratic in its rows, and one 10M-row origin (a TSV has a single one) could never
+# end. The embedded corpus's largest catalog (blender, 29,283 rows) fits in one window.
+FUZZY_WINDOW = 32_768
+# Rows that calibration searches fuzzy partners for at most: above it, whole windows drawn at random (seeded).
+NEAR_MISS_ROWS = 200_000
+
+
+def fuzzy_windows(origins: list[str] | None, n: int, window: int = FUZZY_WINDOW, max_rows: int = 0,
+                  seed: int = 0) -> list[np.ndarray]:
+    """The row windows `fuzzy_partners` searches: each origin's rows, cut every `window` rows; with `max_rows`,
+    whole windows drawn at random until they hold that many rows."""
+    windows = [rows[i : i + window] for rows in _groups(origins, n).values() for i in range(0, len(rows), window)]
+    windows = [w for w in windows if len(w) >= 2]
+    if not max_rows or sum(map(len, windows)) <= max_rows:
+        return windows
+    picked, total = [], 0
+    for k in np.random.default_rng(seed).permutation(len(windows)):
+        if total >= max_rows:
+            break
+        picked.append(windows[k])
+        total += len(windows[k])
+    return picked
+
+
+def fuzzy_partners(src: list[str], tgt: list[str], origins: list[str] | None, chunk: int = 2048,
+                   window: int = FUZZY_WINDOW, max_rows: int = 0, seed: int = 0) -> np.ndarray:
+    """For each row, the row of the same origin (and window, `fuzzy_windows`) whose source shares the most words
+    (Jaccard), with a different target and a different word set (same words: the same message, so the translation
+    fits). -1 where the origin has no such row, nothing overlaps, or (with `max_rows`) the row's window was not drawn."""
     from scipy import sparse
 
-    n = len(src)
-    sets = word_sets(src)
-    tkeys = [" ".join(_WORD.findall(t.lower())) for t in tgt]
-    partner = np.full(n, -1, dtype=np.int64)
-    vocab: dict[str, int] = {}
-    for rows in _groups(origins, n).values():
-        if len(rows) < 2:
-            continue
+    partner = np.full(len(src), -1, dtype=np.int64)
+    for rows in fuzzy_windows(origins, len(src), window, max_rows, seed):
+        sets = word_sets([src[i] for i in rows])
+        tkeys = [" ".join(_WORD.findall(tgt[i].lower())) for i in rows]
+        vocab: dict[str, int] = {}
         indptr, indices = [0], []
-        for i in rows:
-            indices += [vocab.setdefault(w, len(vocab)) for w in sets[i]]
+        for words in sets:
+            indices += [vocab.setdefault(w, len(vocab)) for w in words]
             indptr.append(len(indices))
         a = sparse.csr_matrix((np.ones(len(indices), np.float32), indices, indptr), shape=(len(rows), len(vocab)))
         size = np.asarray(a.sum(axis=1)).ravel()
@@ -77,15 +100,16 @@ def fuzzy_partners(src: list[str], tgt: list[str], origins: list[str] | None, ch
             union = size[start : start + chunk, None] + size[None, :] - inter
             jac = np.where(union > 0, inter / np.maximum(union, 1), 0.0)
             for r in range(len(jac)):
-                i = rows[start + r]
+                li = start + r
+                i = rows[li]
                 row = jac[r]
-                row[start + r] = -1
+                row[li] = -1
                 for _ in range(8):  # skip rows with the same words or the same translation
                     j = int(np.argmax(row))
                     if row[j] <= 0:
                         break
                     gj = rows[j]
-                    if row[j] < 1.0 and tkeys[gj] != tkeys[i] and tgt[gj] != tgt[i]:
+                    if row[j] < 1.0 and tkeys[j] != tkeys[li] and tgt[gj] != tgt[i]:
                         partner[i] = gj
                         break
                     row[j] = -1
@@ -183,11 +207,13 @@ class NearMisses:
 
 
 def near_miss_pairs(src: list[str], tgt: list[str], origins: list[str] | None, seed: int = 0,
-                    synthetic_rows: int = 0) -> NearMisses:
-    """Fuzzy and neighbour pairs for every row that has a partner, then partial/swapped targets for up
-    to `synthetic_rows` random rows (the same draw for the same seed)."""
+                    synthetic_rows: int = 0, max_fuzzy_rows: int = NEAR_MISS_ROWS) -> NearMisses:
+    """Fuzzy pairs for the rows that have a partner (in windows holding up to `max_fuzzy_rows` rows, drawn with
+    `seed`), neighbour pairs for every row that has one, then partial/swapped targets for up to `synthetic_rows`
+    random rows (the same draw for the same seed)."""
     rows, partner, targets, kinds = [], [], [], []
-    for kind, part in (("fuzzy", fuzzy_partners(src, tgt, origins)), ("neighbour", neighbour_partners(tgt, origins))):
+    fuzzy = fuzzy_partners(src, tgt, origins, max_rows=max_fuzzy_rows, seed=seed)
+    for kind, part in (("fuzzy", fuzzy), ("neighbour", neighbour_partners(tgt, origins))):
         ok = np.flatnonzero(part >= 0)
         rows.append(ok)
         partner.append(part[ok])
