@@ -33,13 +33,16 @@ class ConfigError(MtcoreError, ValueError):
 
 
 def _unique_keys_loader():
-    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last silently)."""
+    """PyYAML's safe loader, but a key given twice in one mapping is an error (PyYAML keeps the last silently).
+    Merge keys (`<<: *anchor`) are YAML's own: the mapping's keys are checked, and then win over the merged ones."""
     import yaml
 
     class UniqueKeys(yaml.SafeLoader):
         def construct_mapping(self, node, deep=False):
             seen: dict = {}
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # super() flattens them (`<<` has no constructor)
+                    continue
                 key = self.construct_object(key_node, deep=deep)
                 try:
                     hash(key)
@@ -108,6 +111,9 @@ class ModelConfig:
     tgt_lang: str = "vi"
 
     def __post_init__(self):
+        for name in ("src_lang", "tgt_lang"):  # one spelling per code, as --langs reads them: EN is en, zh_CN is zh_cn
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, getattr(self, name).lower())
         if self.arch not in ARCHS:
             raise ConfigError(f"`arch` {self.arch!r} is not available; choose from {list(ARCHS)}")
         for name in ("d_model", "layers", "heads", "d_ff", "max_positions"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -569,3 +570,31 @@ def test_the_reverse_model_has_one_budget_and_minutes_alone_are_it(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--reverse-minutes", "10", "--reverse-steps", "200"])
     assert "give one budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("settings, message", [
+    # the seed failed at stage 3 (a message naming <dict>), or in numpy's sampling with --reverse-model
+    ({"seed": -1}, "--seed (-1) must be >= 0"),
+    ({"seed": -1, "reverse_model": "models:/mt-vi-en/1"}, "--seed (-1) must be >= 0"),
+    # passed here, then failed the reverse model's job at stage 3, after cleaning and alignment
+    ({"reverse_vocab": 8}, "--reverse-vocab 8: the reverse model's `job.vocab_size` (8) must be >= 16"),
+])
+def test_settings_the_reverse_model_refuses_are_named_before_any_stage(tmp_path, settings, message):
+    with pytest.raises(BTError, match=re.escape(message)):
+        BTConfig(output=str(tmp_path / "o"), **settings)
+
+
+def test_reverse_settings_of_a_given_reverse_model_are_not_checked(tmp_path):
+    assert BTConfig(output=str(tmp_path / "o"), reverse_model="models:/mt-vi-en/1", reverse_vocab=8).reverse_vocab == 8
+
+
+def test_the_word_train_is_not_hashed_as_a_folder_of_the_working_directory(tmp_path, monkeypatch):
+    """`reverse_model: train` counted as the contents of ./train when such a folder existed where the job ran."""
+    (tmp_path / "c.tsv").write_text("Open the file\tMở tập tin\n", encoding="utf-8")
+    cfg = BTConfig(corpus=str(tmp_path / "c.tsv"), output=str(tmp_path / "o"))
+    monkeypatch.chdir(tmp_path)
+    before = cfg.stage_settings()["reverse_model"]
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    after = cfg.stage_settings()["reverse_model"]
+    assert after["reverse_model"] == "train" and after == before

@@ -197,6 +197,11 @@ CATALOGUE = [
          "{new_out}/od.parquet", culprit="--share", absent="new_out"),
     case("build-outdated-dev-per-catalog-zero", "pipelines/build_outdated_dev.py", "--per-catalog", "0", "--output",
          "{new_out}/od.parquet", culprit="--per-catalog", absent="new_out"),
+    # --- found by a review of configuration and cluster use: refused only at stage 3, after cleaning and alignment
+    case("backtranslate-seed-negative", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--seed", "-1", culprit="--seed (-1)", absent="new_out"),
+    case("backtranslate-reverse-vocab-too-small", BT, "--corpus", "{tsv}", "--mono", "{mono}", "--output", "{new_out}",
+         "--reverse-vocab", "8", culprit="--reverse-vocab 8", absent="new_out"),
 ]
 if not IS_ROOT:
     CATALOGUE.append(case("clean-output-read-only", CLEAN, "--input", "{tsv}", "--output", "{read_only}/out", culprit="read_only"))

@@ -125,6 +125,7 @@ class Cluster:
             RAY_AUTH_TOKEN=secrets.token_hex(16),  # this cluster's own token, not ~/.ray/auth_token
             RAY_PORT=str(self.gcs_port),
             MTCORE_HOME=str(self.home),
+            MTCORE_CLUSTER_ENV=str(base / "cluster.env"),  # start_head.sh's file for job.sh: not the user's
             MTCORE_MLFLOW_HOST="127.0.0.1",
             MTCORE_MLFLOW_PORT=str(self.mlflow_port),
             MTCORE_MLFLOW_DIR=str(self.mlflow_dir),

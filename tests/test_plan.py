@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mtcore.config import ConfigError, auto_settings
+from mtcore.config import ConfigError, auto_settings, load_yaml
 from mtcore.distributed.jobs import TrainingJob
 from mtcore.distributed.plan import PlanError, make_plan
 
@@ -178,6 +178,31 @@ def test_yaml_booleans_in_string_fields_read_as_words(tmp_path):
                    "model: {src_lang: no, tgt_lang: en}\n")  # YAML 1.1: yes and no are booleans
     job = TrainingJob.load(cfg)
     assert (job.job.use_gpu, job.run.model.src_lang) == ("yes", "no")
+
+
+def test_yaml_merge_keys_are_yaml_and_a_key_given_twice_is_still_refused(tmp_path):
+    """`<<: *anchor` was refused as invalid YAML by the duplicate-key check; a mapping's own keys beat merged ones."""
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("x-small: &small {preset: tiny, heads: 2}\nx-short: &short {max_steps: 20, warmup: 10}\n"
+                   "model: {<<: *small, heads: 4}\ntrain:\n  <<: [*short]\n  warmup: 5\n")
+    data = load_yaml(cfg)
+    assert data["model"] == {"preset": "tiny", "heads": 4} and data["train"] == {"max_steps": 20, "warmup": 5}
+    cfg.write_text("model:\n  <<: {preset: tiny}\n  heads: 2\n  heads: 4\n")
+    twice = "job.yaml:4: not valid YAML: key 'heads' given twice (first at line 3)"
+    with pytest.raises(ConfigError, match=re.escape(twice)):
+        load_yaml(cfg)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["model.src_lang=EN"], ["model.src_lang=En", "model.tgt_lang=VI", "job.corpus_langs=en-VI"],
+    ["model.src_lang=VI", "model.tgt_lang=en"],
+])
+def test_language_codes_are_one_spelling_whatever_their_case(overrides):
+    """model.src_lang=EN: "model EN-vi and corpus languages EN-vi differ" (one side was lower-cased)."""
+    model = TrainingJob.load(None, overrides).run.model
+    assert {model.src_lang, model.tgt_lang} == {"en", "vi"} and model.direction in ("en-vi", "vi-en")
+    with pytest.raises(ConfigError, match="`src_lang` and `tgt_lang` are both 'en'"):
+        TrainingJob.load(None, ["model.src_lang=EN", "model.tgt_lang=en"])
 
 
 @pytest.mark.parametrize("native_bf16", [False, True])

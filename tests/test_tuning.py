@@ -420,6 +420,20 @@ def test_search_settings_from_the_command_line():
         TuneJob.load(TINY, ["search.start_from_base=maybe"])
 
 
+@pytest.mark.parametrize("override, field, expected", [
+    ("search.register_as=-", "register_as", "-"),  # "do not register": YAML made it '[None]'
+    ("search.register_as=no", "register_as", "no"),  # 'False'
+    ("search.experiment=on", "experiment", "on"),  # 'True'
+    ("search.name=007", "name", "007"),
+    ("search.start_from_base=0", "start_from_base", False),  # refused, where train.bf16=0 was accepted
+    ("search.start_from_base=yes", "start_from_base", True),
+    ("search.time_budget_min=1e1", "time_budget_min", 10.0),
+])
+def test_search_overrides_take_the_type_their_field_declares(override, field, expected):
+    value = getattr(TuneJob.load(TINY, [override]).search, field)
+    assert value == expected and type(value) is type(expected)
+
+
 def test_an_override_of_a_searched_key_says_what_it_does(caplog):
     with caplog.at_level("WARNING", logger="mtcore.distributed.tune.space"):
         TuneJob.load(TINY, ["train.max_steps=20"])

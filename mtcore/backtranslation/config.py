@@ -21,6 +21,11 @@ MODES = ("beam", "sample", "noised")  # Edunov et al. 2018 compare exactly these
 ALIGN_SCORES = ("margin", "cosine", "classifier")
 
 
+# The setting behind each key of the reverse model's training job (mtcore.backtranslation.reverse): --reverse-vocab ...
+REVERSE_KEYS = {"job.vocab_size": "reverse_vocab", "job.train_limit": "reverse_train_limit",
+                "train.max_steps": "reverse_steps", "train.time_budget_min": "reverse_minutes"}
+
+
 class BTError(MtcoreError, ValueError):
     """A back-translation run that cannot start; the message names the setting or file at fault."""
 
@@ -76,9 +81,9 @@ class BTConfig:
                 raise BTError(f"`{name}` ({getattr(self, name)}) must be a finite number")
         if self.ratio <= 0:
             raise BTError(f"--ratio ({self.ratio}) must be positive")
-        for name in ("max_mono", "reverse_train_limit", "reverse_steps"):
+        for name in ("max_mono", "reverse_train_limit", "reverse_steps", "seed"):  # seed: numpy's generators take none
             if getattr(self, name) < 0:
-                raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 0")
+                raise BTError(f"--{name.replace('_', '-')} ({getattr(self, name)}) must be >= 0")
         for name in ("upsample", "beam", "top_k", "reverse_vocab"):
             if getattr(self, name) < 1:
                 raise BTError(f"`{name}` ({getattr(self, name)}) must be >= 1")
@@ -88,6 +93,22 @@ class BTConfig:
             raise BTError(f"--align-score must be one of {list(ALIGN_SCORES)}, not {self.align_score!r}")
         if self.reverse_preset not in PRESETS:  # known now, not after cleaning and alignment have run
             raise BTError(f"--reverse-preset: unknown preset {self.reverse_preset!r}; choose from {sorted(PRESETS)}")
+        if self.reverse_model == "train":
+            self._check_reverse_job()
+
+    def _check_reverse_job(self) -> None:
+        """The reverse model's training job as stage 3 builds it, now: its checks (`job.vocab_size` >= 16, ...) failed
+        there, after cleaning and alignment, with a message naming `<dict>` and none of the flags that set them."""
+        from mtcore.backtranslation.reverse import reverse_job
+        from mtcore.config import ConfigError
+
+        try:
+            reverse_job(self, Path(self.output) / "aligned", run_name="bt-reverse-check").run.check_positions()
+        except ConfigError as err:
+            message = str(err).removeprefix("<dict>: ")
+            names = [name for key, name in REVERSE_KEYS.items() if key in message] or ["reverse_preset"]
+            flags = ", ".join(f"--{name.replace('_', '-')} {getattr(self, name)}" for name in names)
+            raise BTError(f"{flags}: the reverse model's {message}") from None
 
     def stage_settings(self, reverse_dir: str | Path | None = None) -> dict[str, dict]:
         """What each stage's output depends on (its own settings plus everything upstream). `reverse_dir`: the
@@ -98,6 +119,8 @@ class BTConfig:
         # Inputs count by their contents, not their paths: a file cut in place is another input, and the
         # same file at another path (a moved or second checkout's embedded data) is the same one.
         for key in ("corpus", "mono", "reverse_model"):
+            if key == "reverse_model" and d[key] == "train":  # the word, not a folder ./train of the working directory
+                continue
             if d.get(key) and "://" not in str(d[key]) and not str(d[key]).startswith(("runs:/", "models:/")) \
                     and (Path(d[key]).exists() or key == "corpus"):
                 d[key] = {"content": content_hash(d[key])}

@@ -116,7 +116,7 @@ class TrainingJob:
         from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages
 
         langs = corpus_languages(self.run.model, self.job.corpus_langs)
-        model = {self.run.model.src_lang.lower(), self.run.model.tgt_lang.lower()}  # zh_CN is OPUS's zh_cn
+        model = {self.run.model.src_lang, self.run.model.tgt_lang}  # lower-case, as ModelConfig keeps them
         if model != set(langs):
             raise ConfigError(f"model {self.run.model.direction} and corpus languages {'-'.join(langs)} differ; set "
                               "model.src_lang/tgt_lang or job.corpus_langs")

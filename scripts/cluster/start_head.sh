@@ -7,8 +7,10 @@
 #
 #   RAY_PORT            GCS port (default 6379)
 #   MTCORE_HOME         where jobs write runs (cleaned corpora, checkpoints); on a cluster with more
-#                       than one node it must be a filesystem shared by all nodes (e.g. EFS/NFS)
+#                       than one node it must be a filesystem shared by all nodes (e.g. EFS/NFS).
+#                       Default: the project's runs/ on the head (where a driver in ~/mtcore wrote them)
 #   MTCORE_MLFLOW_*     see start_mlflow.sh
+#   MTCORE_CLUSTER_ENV  the file job.sh reads these settings from (default ~/.mtcore/cluster.env; cluster_env.sh)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -27,6 +29,16 @@ if [ "$mlflow_host" = "0.0.0.0" ]; then  # reachable from every node at the head
   mlflow_host="$(python -c 'import ray.util; print(ray.util.get_node_ip_address())')"
 fi
 export MLFLOW_TRACKING_URI="http://$mlflow_host:${MTCORE_MLFLOW_PORT:-5000}"
+# Absolute: jobs and job.sh's drivers read it from other working directories.
+MTCORE_HOME="${MTCORE_HOME:-$(cd "$here/../.." && pwd)/runs}"
+case "$MTCORE_HOME" in /*) ;; *) MTCORE_HOME="$PWD/$MTCORE_HOME" ;; esac
+export MTCORE_HOME
+# A driver started by hand on the head (job.sh) gets what this environment gives every `ray job submit` job.
+source "$here/cluster_env.sh"
+write_cluster_env
+# Each machine of clusters/onprem.yaml builds its venv with its own python3: Ray refuses a node or driver whose
+# Python differs from the head's even in the patch version (3.11.4 vs 3.11.9); the minor version must match.
+export RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor
 ulimit -n 65536 2>/dev/null || true
 # The dashboard (and the Jobs API behind `ray job submit`) listens on the head's loopback only:
 # reach it with `ray dashboard cluster.yaml`, an SSH tunnel.

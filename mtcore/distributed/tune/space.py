@@ -17,13 +17,14 @@ import json
 import logging
 import math
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 
 from mtcore.errors import MtcoreError
-from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig, load_yaml, yaml11_float
+from mtcore.config import BEST_METRICS, ConfigError, ModelConfig, TrainConfig, load_yaml, parse_value, yaml11_float
 from mtcore.distributed.jobs import TrainingJob, apply_early_overrides
 
 log = logging.getLogger(__name__)
@@ -260,8 +261,6 @@ def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, lis
     """`search.name=x`, `search.asha.grace_period=200`, `search.start_from_base=false`: a search setting from the
     command line, as model./train. ones are (checked by `SearchConfig.from_dict` with the file's); the space
     itself comes from --search-space. Returns (data with them, the other overrides)."""
-    import yaml
-
     mine = [o for o in overrides if o.split("=", 1)[0].strip().startswith("search.")]
     if not mine or not isinstance(data.get("search") or {}, dict):
         return data, [o for o in overrides if o not in mine]  # a `search:` that is no mapping: from_dict says so
@@ -273,12 +272,7 @@ def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, lis
             raise ConfigError(f"override {item!r}: expected search.KEY=VALUE")
         if path[0] == "space":
             raise ConfigError(f"override {item!r}: the space comes from the tune file or --search-space FILE")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        if path[0] in ("name", "register_as", "experiment", "scheduler", "search") and value is not None:
-            value = str(value)  # a name such as 2024 is text
+        value = _search_value(path, raw)
         node = search
         for part in path[:-1]:
             node[part] = dict(node.get(part) or {}) if isinstance(node.get(part) or {}, dict) else node.get(part)
@@ -287,6 +281,30 @@ def _apply_search_overrides(data: dict, overrides: list[str]) -> tuple[dict, lis
                 raise ConfigError(f"override {item!r}: search.{part} is not a section")
         node[path[-1]] = value
     return {**data, "search": search}, [o for o in overrides if o not in mine]
+
+
+def _search_value(path: list[str], raw: str) -> Any:
+    """The value of `search.KEY=RAW`, parsed to the type its field declares, as model./train. overrides are
+    (`parse_value`): text stays text (`register_as=-`, `experiment=on`; YAML made them [None] and True), a
+    boolean takes yes/no/1/0. A key no setting has keeps its text, for `SearchConfig.from_dict` to name."""
+    import yaml
+
+    owner = {1: SearchConfig, 2: AshaConfig if path[0] == "asha" else None}.get(len(path))
+    typ = typing.get_type_hints(owner).get(path[-1]) if owner else None
+    key = "search." + ".".join(path)
+    if typ is bool:
+        try:
+            return parse_value(raw, bool, key)
+        except ConfigError:
+            raise ConfigError(f"`{key}` must be true or false (or yes/no, 1/0), got {raw.strip()!r}") from None
+    if typ in (str, int, float):
+        return parse_value(raw, typ, key)
+    if typ is None:
+        return raw.strip()
+    try:  # a section given whole: search.asha={grace_period: 100}
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw.strip()
 
 
 def _read_space_file(path: Path) -> dict[str, Any]:
