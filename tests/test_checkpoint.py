@@ -226,3 +226,80 @@ def test_evaluate_gives_a_blank_source_a_blank_hypothesis(tokenizer, tmp_path, c
     assert "1 of 4 sources are blank (first: pair 2); their hypotheses are blank" in caplog.text
     out = capsys.readouterr().out
     assert "\nSRC    \nHYP  \n" in out  # the blank source's hypothesis is empty
+
+
+# --------------------------------------------------------------------------- averaging only weights of one model
+
+
+def _t(*values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("states, message", [
+    # {'w': 2, 'old': 9} and {'w': 4, 'new': 6} averaged to {'w': 3, 'new': 3}
+    ([{"w": _t(2.0), "old": _t(9.0)}, {"w": _t(4.0), "new": _t(6.0)}],
+     "weights 2: parameter `new` is not in weights 1"),
+    ([{"w": _t(2.0), "b": _t(1.0)}, {"w": _t(4.0)}], "weights 2: parameter `b` of weights 1 is missing"),
+    ([{"w": _t(2.0)}, {"w": _t(4.0)}, {"w": _t(4.0), "x": _t(0.0)}], "weights 3: parameter `x` is not in weights 1"),
+    ([{"w": torch.ones(1, 3)}, {"w": torch.ones(2, 3)}],
+     r"weights 2: parameter `w` has shape \(2, 3\), \(1, 3\) in weights 1"),
+    ([{"w": torch.ones(3)}, {"w": torch.ones(1)}], r"weights 2: parameter `w` has shape \(1,\), \(3,\) in weights 1"),
+])
+def test_mean_state_refuses_weights_of_another_model(states, message):
+    from mtcore.nmt.averaging import mean_state
+
+    with pytest.raises(ValueError, match=message):
+        mean_state(states)
+
+
+def test_mean_state_names_the_weights_at_fault_and_averages_alike_ones():
+    from mtcore.nmt.averaging import WeightSnapshots, mean_state
+
+    with pytest.raises(ValueError, match="run/step_20: parameter `new` is not in run/step_10"):
+        mean_state([{"w": _t(2.0), "old": _t(9.0)}, {"w": _t(4.0), "new": _t(6.0)}],
+                   names=["run/step_10", "run/step_20"])
+    snapshots = WeightSnapshots(keep=3, every=10)
+    snapshots.items.extend([(10, {"w": _t(2.0)}), (20, {"w": _t(4.0, 5.0)})])
+    with pytest.raises(ValueError, match=r"the snapshot of step 20: parameter `w` has shape \(2,\), \(1,\) in the "
+                                         r"snapshot of step 10"):
+        snapshots.mean()
+    mean = mean_state([{"w": _t(2.0), "n": torch.tensor(1)}, {"w": _t(4.0), "n": torch.tensor(2)}])
+    assert mean["w"].tolist() == [3.0] and mean["n"].item() == 2  # a counter is the last one's, as before
+
+
+def test_a_checkpoint_given_twice_is_refused(tmp_path):
+    from mtcore.nmt.averaging import distinct_checkpoints
+
+    (tmp_path / "run" / "step_10").mkdir(parents=True)
+    (tmp_path / "run" / "step_20").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "run" / "step_10")
+    distinct_checkpoints([tmp_path / "run" / "step_10", tmp_path / "run" / "step_20"])
+    for again in (tmp_path / "run" / "step_20" / ".." / "step_10", tmp_path / "link", str(tmp_path / "run" / "step_10")):
+        with pytest.raises(ValueError, match=f"{again}: the same checkpoint as {tmp_path / 'run' / 'step_10'}, given twice"):
+            distinct_checkpoints([tmp_path / "run" / "step_10", tmp_path / "run" / "step_20", again])
+
+
+def test_average_checkpoints_refuses_weights_whose_names_differ(tokenizer, tmp_path):
+    """Two checkpoints of one config whose parameter names differ (another mtcore version): the mean silently kept the
+    last one's names and divided a parameter of one of them by two."""
+    for step in (10, 20):
+        save_checkpoint(tmp_path / f"step_{step}", tiny_model(tokenizer, seed=step), tokenizer, step=step)
+    state = torch.load(tmp_path / "step_10" / "model.pt", weights_only=True)
+    state["decoder.1.cross_attn.query.weight"] = state.pop("decoder.1.cross_attn.q_proj.weight")  # a renamed module
+    torch.save(state, tmp_path / "step_10" / "model.pt")
+    with pytest.raises(ValueError, match="parameter `decoder.1.cross_attn.q_proj.weight` is not in"):
+        average_checkpoints([tmp_path / "step_10", tmp_path / "step_20"])
+
+
+def test_average_checkpoints_refuses_one_checkpoint_twice_and_names_the_one_at_fault(tokenizer, tmp_path):
+    for step in (10, 20):
+        save_checkpoint(tmp_path / f"step_{step}", tiny_model(tokenizer, seed=step), tokenizer, step=step)
+    twice = f"{tmp_path / 'step_20'}: the same checkpoint as {tmp_path / 'step_20'}, given twice"
+    with pytest.raises(ValueError, match=twice):
+        average_checkpoints([tmp_path / "step_10", tmp_path / "step_20", tmp_path / "step_20"])
+    state = torch.load(tmp_path / "step_10" / "model.pt", weights_only=True)
+    state["decoder.1.cross_attn.query.weight"] = state.pop("decoder.1.cross_attn.q_proj.weight")
+    torch.save(state, tmp_path / "step_10" / "model.pt")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'step_20'}: parameter `decoder.1.cross_attn.q_proj.weight` is not "
+                                         f"in {tmp_path / 'step_10'}"):
+        average_checkpoints([tmp_path / "step_10", tmp_path / "step_20"])

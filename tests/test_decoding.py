@@ -222,3 +222,36 @@ def test_a_decode_config_and_the_same_keywords_decode_alike():
                                                               max_len_b=3, batch_size=2)
     assert translate_ids(model, sources) == translate_ids(model, sources, DecodeConfig(beam=1))  # the default is greedy
     assert translate_ids(model, sources, cfg, beam=1) == translate_ids(model, sources, cfg.replace(beam=1))
+
+
+# --------------------------------------------------------------------------- length limits without float64 on the device
+
+
+def _float64_limits(src_len: list[int], a: float, b: int, max_positions: int) -> list[int]:
+    """The limits as they were computed on the device, in float64 (which MPS lacks)."""
+    limit = (a * torch.tensor(src_len).double()).floor() + float(b)
+    return limit.clamp(min=1, max=max_positions - 1).long().tolist()
+
+
+@pytest.mark.parametrize("a, b", [(1.5, 10), (1.0, 6), (0.01, 0), (0.7, 3), (1.1, 0), (1e19, 0), (1.5, 2**63 - 1),
+                                  (3.3, 1000)])
+def test_length_limits_are_the_float64_ones_computed_in_python(a, b):
+    from mtcore.nmt.decoding import length_limit
+
+    lengths = [1, 2, 3, 7, 10, 29, 30, 100, 511, 1023]
+    assert [length_limit(n, a, b, 1024) for n in lengths] == _float64_limits(lengths, a, b, 1024)
+    model, src = model_and_sources(0, batch=4)
+    limits = max_lengths(model, src, a, b)
+    assert limits.dtype == torch.long and limits.device == src.device
+    assert limits.tolist() == _float64_limits((src != PAD_ID).sum(dim=1).tolist(), a, b, model.cfg.max_positions)
+
+
+def test_a_run_decode_takes_the_runs_length_penalty_and_bound_but_not_its_validation_beam():
+    from mtcore.config import DecodeConfig, TrainConfig
+    from mtcore.nmt.decoding import run_decode
+
+    train = TrainConfig(beam=3, len_penalty=1.2, max_len_a=2.5, max_len_b=4)
+    assert run_decode(train) == DecodeConfig(len_penalty=1.2, max_len_a=2.5, max_len_b=4)  # beam: DecodeConfig's 5
+    assert run_decode(None) == DecodeConfig() and run_decode(None, DecodeConfig(beam=2)) == DecodeConfig(beam=2)
+    assert run_decode(train, DecodeConfig(beam=2, batch_size=8)) == DecodeConfig(beam=2, batch_size=8, len_penalty=1.2,
+                                                                                 max_len_a=2.5, max_len_b=4)

@@ -413,3 +413,56 @@ def test_a_blank_source_is_translated_blank_on_every_path(ckpt):
     alone = translate(ckpt.model, ckpt.tokenizer, [SOURCES[0]])
     assert translate(ckpt.model, ckpt.tokenizer, ["", SOURCES[0], " \u200b "]) == ["", alone[0], ""]
     assert evaluate_checkpoint(str(ckpt.path), [("", "Mở"), (SOURCES[0], "x")], 2, "cpu")["hyps"][0] == ""
+
+
+def test_the_exported_helpers_give_a_blank_source_a_blank_translation(ckpt, ct2_dir, hf_dir, tokenizer):
+    """translate_hf asked for "" or "   " made up a row of backslashes; every runtime now gives what mtcore gives."""
+    texts = ["", SOURCES[0], "   ", "\u200b\u00ad", SOURCES[1], "\t\n"]
+    ours = translate(ckpt.model, tokenizer, texts, beam=1)
+    assert ours[0] == ours[2] == ours[3] == ours[5] == "" and ours[1] and ours[4]
+    assert translate_hf(hf(hf_dir), tokenizer, texts, beam=1) == ours
+    assert translate_ctranslate2(ct2(ct2_dir), Tokenizer(ct2_dir / "spm.model"), texts, beam=1) == ours
+    assert translate_hf(hf(hf_dir), tokenizer, ["", " "], beam=2) == ["", ""]  # nothing to translate: no call at all
+
+
+def test_ctranslate2_takes_sources_past_1024_tokens_as_mtcore_cut_them(tokenizer, tmp_path):
+    """CTranslate2 cut every source at 1024 tokens by itself (`max_input_length`), after mtcore had cut it at the
+    model's own position table: a model of 1200 positions read a shorter source through CTranslate2."""
+    torch.manual_seed(1)
+    model = build_model(ModelConfig.preset("tiny", dropout=0.0, vocab_size=tokenizer.vocab_size, max_positions=1200))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)  # an untrained model that reads its source: the last tokens change the output
+    path = save_checkpoint(tmp_path / "long", model, tokenizer)
+    texts = [" ".join(s for s, _ in toy_pairs(360)[:200]), SOURCES[0]]
+    assert len(tokenizer.encode(texts[:1])[0]) > 1200
+    out = to_ctranslate2(path, tmp_path / "ct2")
+    ours = translate(load_checkpoint(path).model, tokenizer, texts, beam=1, max_len_a=0.01, max_len_b=8)
+    assert translate_ctranslate2(ct2(out), Tokenizer(out / "spm.model"), texts, beam=1, max_len_a=0.01, max_len_b=8) == ours
+
+
+def test_exports_decode_with_the_runs_length_penalty_and_bound(ckpt, tokenizer, tmp_path):
+    """The HF generation config had DecodeConfig's length penalty whatever the run's was; the export's record now
+    keeps the run's penalty and bound, which the helpers use unless told otherwise."""
+    from mtcore.config import DecodeConfig
+
+    run = save_checkpoint(tmp_path / "run", ckpt.model, tokenizer, step=150,
+                          train_cfg=TrainConfig(len_penalty=1.3, max_len_a=0.5, max_len_b=2))
+    hf_out, ct2_out = to_hf(run, tmp_path / "hf"), to_ctranslate2(run, tmp_path / "ct2")
+    generation = hf(hf_out).generation_config
+    assert (generation.length_penalty, generation.num_beams) == (1.3, 5)
+    for out in (hf_out, ct2_out):
+        record = json.loads((out / "mtcore_export.json").read_text())["decoding"]
+        assert record == {"beam": 5, "len_penalty": 1.3, "max_len_a": 0.5, "max_len_b": 2}
+    runs = translate(ckpt.model, tokenizer, SOURCES, beam=1, max_len_a=0.5, max_len_b=2)
+    assert runs != translate(ckpt.model, tokenizer, SOURCES, DecodeConfig(beam=1))  # the bound shows
+    assert translate_hf(hf(hf_out), Tokenizer(hf_out / "spm.model"), SOURCES, beam=1) == runs
+    assert translate_ctranslate2(ct2(ct2_out), Tokenizer(ct2_out / "spm.model"), SOURCES, beam=1) == runs
+    told = translate(ckpt.model, tokenizer, SOURCES, beam=1, max_len_a=1.5, max_len_b=10)
+    assert translate_hf(hf(hf_out), Tokenizer(hf_out / "spm.model"), SOURCES, beam=1, max_len_a=1.5, max_len_b=10) == told
+    # a checkpoint without a `train` section, or a tokenizer not loaded from the export: DecodeConfig's
+    default = hf(to_hf(ckpt.path, tmp_path / "plain")).generation_config.length_penalty
+    assert default == DecodeConfig().len_penalty and to_hf(run, tmp_path / "told", len_penalty=0.0).name == "told"
+    assert hf(tmp_path / "told").generation_config.length_penalty == 0.0
+    assert translate_hf(hf(hf_out), tokenizer, SOURCES, beam=1) == translate(ckpt.model, tokenizer, SOURCES, beam=1)

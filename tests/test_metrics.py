@@ -85,3 +85,34 @@ def test_references_typed_with_combining_marks_score_as_their_nfc_form():
     assert nfd != REFS
     assert corpus_bleu(HYPS, nfd).score == pytest.approx(corpus_bleu(HYPS, REFS).score)
     assert corpus_chrf(HYPS, nfd).score == pytest.approx(corpus_chrf(HYPS, REFS).score)
+
+
+# A model never writes the invisible characters `tokenizer.normalize` takes out of every training text: a reference
+# holding one lost the words around it (soft hyphen: BLEU 35.4 for an exact match; Khmer's zero-width spaces between
+# words; an Arabic reference opening with a right-to-left mark).
+INVISIBLE_CASES = [
+    (["Open the cooperative file"], ["Open the co\u00adoperative file"], "13a"),
+    (["ខ្ញុំស្រលាញ់ភាសាខ្មែរ"], ["ខ្ញុំ\u200bស្រលាញ់\u200bភាសា\u200bខ្មែរ"], "char"),
+    (["مرحبا بالعالم الجميل في هذا الصباح المشمس"], ["\u200fمرحبا بالعالم الجميل في هذا الصباح المشمس"], "13a"),
+    (["Save\u2060 the file to disk"], ["\ufeffSave the file to disk\u200e"], "13a"),  # on the hypothesis side too
+]
+
+
+@pytest.mark.parametrize("hyps, refs, tokenize", INVISIBLE_CASES)
+def test_invisible_characters_the_model_cannot_write_do_not_cost_a_match(hyps, refs, tokenize):
+    assert sacrebleu.corpus_bleu(hyps, [refs], tokenize=tokenize).score < 90  # what sacreBLEU alone gives
+    assert corpus_bleu(hyps, refs, tokenize=tokenize).score == pytest.approx(100.0)
+    assert corpus_chrf(hyps, refs).score == pytest.approx(100.0)
+    assert corpus_bleu(hyps, [refs, refs], tokenize=tokenize).score == pytest.approx(100.0)  # every reference stream
+
+
+def test_the_signature_is_sacrebleus_plus_mtcores_preprocessing():
+    bleu, chrf = corpus_bleu(HYPS, REFS), corpus_chrf(HYPS, REFS)
+    theirs = sacrebleu.BLEU(), sacrebleu.CHRF()
+    for metric in theirs:
+        metric.corpus_score(HYPS, [REFS])  # a signature counts the references
+    assert bleu.signature == f"{theirs[0].get_signature()}|mtcore:nfc+no-invisible"
+    assert chrf.signature == f"{theirs[1].get_signature()}|mtcore:nfc+no-invisible"
+    assert score_translations(HYPS, REFS)["test/bleu_signature"].endswith("|mtcore:nfc+no-invisible")
+    # ZWJ/ZWNJ are text (Persian, Indic scripts, emoji), as the tokenizer keeps them: they still count
+    assert corpus_chrf(["می\u200cخواهم"], ["میخواهم"]).score < 100

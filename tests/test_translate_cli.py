@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -232,3 +234,144 @@ def test_an_over_long_line_is_named_by_its_input_line_and_a_too_wide_beam_is_ref
     assert main(["--model", str(ckpt.path), "-i", str(tmp_path / "in.txt"), "--beam", str(vocab)]) == 2
     assert (f"--beam {vocab}: this model's vocabulary of {vocab} tokens allows a beam of at most {vocab // 2}"
             in capsys.readouterr().err)
+
+
+# --------------------------------------------------------------------------- the run's decoding settings
+
+
+RUN_TRAIN = TrainConfig(len_penalty=1.3, max_len_a=0.5, max_len_b=2)  # not DecodeConfig's 0.7, 1.5, 10: a bound that bites
+
+
+@pytest.fixture(scope="module")
+def run_ckpt(ckpt, tmp_path_factory):
+    """The trained model saved as a run saves it: with its `train` section."""
+    return load_checkpoint(save_checkpoint(tmp_path_factory.mktemp("run") / "best", ckpt.model, ckpt.tokenizer,
+                                           train_cfg=RUN_TRAIN, step=150))
+
+
+def test_translate_decodes_with_the_runs_length_penalty_and_bound_unless_told(run_ckpt, tmp_path, capsys):
+    """translate and evaluate decoded with DecodeConfig's 0.7, 1.5 and 10 whatever the run had decoded its test set
+    with (`train.len_penalty`, `train.max_len_a/b`). The beam stays the command line's: the checkpoint does not keep
+    the run's `job.test_beam` (`train.beam` is validation's)."""
+    from mtcore.config import DecodeConfig
+
+    (tmp_path / "in.txt").write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    runs = DecodeConfig(beam=5, len_penalty=1.3, max_len_a=0.5, max_len_b=2)
+    expected = translate(run_ckpt.model, run_ckpt.tokenizer, SOURCES, runs)
+    assert expected != translate(run_ckpt.model, run_ckpt.tokenizer, SOURCES, DecodeConfig())  # the bound shows
+    capsys.readouterr()
+    assert main(["--model", str(run_ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]) == 0
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
+    assert ("; beam 5, len_penalty 1.3, max_len_a 0.5, max_len_b 2 (len_penalty, max_len_a, max_len_b: the run's train "
+            "settings)") in capsys.readouterr().err
+    # a flag given is the flag's; the others stay the run's
+    assert main(["--model", str(run_ckpt.path), "-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "told.txt"),
+                 "--max-len-a", "1.5", "--max-len-b", "10", "--beam", "2"]) == 0
+    told = runs.replace(beam=2, max_len_a=1.5, max_len_b=10)
+    assert (tmp_path / "told.txt").read_text(encoding="utf-8").splitlines() == translate(
+        run_ckpt.model, run_ckpt.tokenizer, SOURCES, told) != expected
+    assert "; beam 2, len_penalty 1.3, max_len_a 1.5, max_len_b 10 (len_penalty: the run's train settings)" in capsys.readouterr().err
+
+
+def test_evaluate_reports_and_uses_the_runs_decoding_settings(ckpt, run_ckpt, tmp_path, capsys):
+    from mtcore.config import DecodeConfig
+    from mtcore.nmt import evaluate as evaluate_module
+    from mtcore.nmt.metrics import corpus_bleu
+
+    pairs = PAIRS[:12]
+    (tmp_path / "test.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    refs = [t for _, t in pairs]
+
+    def evaluated(model_dir, *flags) -> tuple[str, float]:
+        assert evaluate_module.main(["--model", str(model_dir), "--test", str(tmp_path / "test.tsv"), "--samples", "0",
+                                     "--device", "cpu", *flags]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        return (next(line for line in lines if line.startswith("decoding ")).split(None, 1)[1],
+                float(next(line for line in lines if line.startswith("BLEU ")).split()[1]))
+
+    def bleu_of(decode: DecodeConfig) -> float:
+        return round(corpus_bleu(translate(ckpt.model, ckpt.tokenizer, [s for s, _ in pairs], decode), refs).score, 2)
+
+    runs = DecodeConfig(len_penalty=1.3, max_len_a=0.5, max_len_b=2)
+    assert bleu_of(runs) != bleu_of(DecodeConfig())
+    assert evaluated(run_ckpt.path) == ("beam 5, len_penalty 1.3, max_len_a 0.5, max_len_b 2 (len_penalty, max_len_a, "
+                                        "max_len_b: the run's train settings)", bleu_of(runs))
+    assert evaluated(run_ckpt.path, "--len-penalty", "0.2", "--max-len-a", "1.5") == (
+        "beam 5, len_penalty 0.2, max_len_a 1.5, max_len_b 2 (max_len_b: the run's train settings)",
+        bleu_of(runs.replace(len_penalty=0.2, max_len_a=1.5)))
+    assert evaluated(ckpt.path) == ("beam 5, len_penalty 0.7, max_len_a 1.5, max_len_b 10", bleu_of(DecodeConfig()))
+    assert evaluated(run_ckpt.path, "--sample", "--seed", "2")[0] == (
+        "sampled (temperature 1.0, top-k 0, top-p 1.0, seed 2), max_len_a 0.5, max_len_b 2 (max_len_a, max_len_b: the "
+        "run's train settings)")
+
+
+# --------------------------------------------------------------------------- the MLflow pyfunc model
+
+
+def test_the_logged_translator_decodes_as_the_run_did(run_ckpt, tmp_path, mlflow_uri):
+    """The pyfunc model's params defaulted to DecodeConfig's (and MLflow fills every param left out from the logged
+    schema's defaults): the run's length penalty and bound are the logged model's defaults."""
+    import mlflow
+
+    from mtcore.config import DecodeConfig
+    from mtcore.tracking.pyfunc import log_translator
+
+    mlflow.set_tracking_uri(mlflow_uri)
+    mlflow.set_experiment("pyfunc")
+    with mlflow.start_run() as run:
+        log_translator(run_ckpt.path)
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/translator")
+    defaults = {p.name: p.default for p in model.metadata.get_params_schema().params}
+    assert defaults == {"beam": 5, "len_penalty": 1.3, "max_len_a": 0.5, "max_len_b": 2, "batch_size": 32}
+    runs = DecodeConfig(len_penalty=1.3, max_len_a=0.5, max_len_b=2)
+    texts = SOURCES[:4]
+    assert model.predict(texts) == translate(run_ckpt.model, run_ckpt.tokenizer, texts, runs)
+    assert model.predict(texts, params={"max_len_a": 1.5, "max_len_b": 10}) == translate(
+        run_ckpt.model, run_ckpt.tokenizer, texts, runs.replace(max_len_a=1.5, max_len_b=10))
+    assert model.predict(texts) != model.predict(texts, params={"max_len_a": 1.5, "max_len_b": 10})
+
+
+def test_the_translator_loaded_by_itself_takes_the_runs_settings_too(run_ckpt):
+    """Without MLflow's schema (a `Translator` loaded directly): params left out are the run's, not DecodeConfig's."""
+    import types
+
+    from mtcore.config import DecodeConfig
+    from mtcore.tracking.pyfunc import ARTIFACT, Translator
+
+    translator = Translator()
+    translator.load_context(types.SimpleNamespace(artifacts={ARTIFACT: str(run_ckpt.path)}))
+    runs = DecodeConfig(len_penalty=1.3, max_len_a=0.5, max_len_b=2)
+    assert translator.predict(None, SOURCES[:3]) == translate(run_ckpt.model, run_ckpt.tokenizer, SOURCES[:3], runs)
+    assert translator.predict(None, SOURCES[:3], params={"beam": "1"}) == translate(
+        run_ckpt.model, run_ckpt.tokenizer, SOURCES[:3], runs.replace(beam=1))
+
+
+@pytest.mark.parametrize("model_input, expected", [
+    (pd.DataFrame({"src": ["Open the file", pd.NA, None, np.nan, "  "]}, dtype="object"),
+     ["Open the file", "", "", "", "  "]),  # pd.NA was the text "<NA>", translated
+    (pd.DataFrame({"src": pd.array(["Open", pd.NA], dtype="string")}), ["Open", ""]),
+    (pd.DataFrame({"id": [7, 8], "src": ["a", "b"]}), ["a", "b"]),
+    (pd.DataFrame({"text": ["a", None]}), ["a", ""]),  # one column, whatever its name
+    (pd.Series(["a", pd.NA], dtype="string"), ["a", ""]),
+    ("Open the file", ["Open the file"]),  # one string is one text, not a list of its characters
+    (["a", None, float("nan")], ["a", "", ""]),
+])
+def test_pyfunc_input_texts(model_input, expected):
+    from mtcore.tracking.pyfunc import _texts
+
+    assert _texts(model_input) == expected
+
+
+def test_pyfunc_input_of_several_columns_without_src_is_refused_naming_them(run_ckpt):
+    """With columns `id,text` the ids were translated."""
+    import types
+
+    from mtcore.tracking.pyfunc import ARTIFACT, Translator, _texts
+
+    with pytest.raises(ValueError, match=r"columns \['id', 'text'\]; name the column of sources `src`"):
+        _texts(pd.DataFrame({"id": ["1", "2"], "text": ["Open the file", "Quit"]}))
+    translator = Translator()
+    translator.load_context(types.SimpleNamespace(artifacts={ARTIFACT: str(run_ckpt.path)}))
+    frame = pd.DataFrame({"src": pd.array([SOURCES[0], pd.NA, ""], dtype="string")})
+    out = translator.predict(None, frame, params={"beam": 1})
+    assert out[1:] == ["", ""] and out[0] == translator.predict(None, [SOURCES[0]], params={"beam": 1})[0] != ""

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from mtcore.nmt.averaging import mean_state
+from mtcore.nmt.averaging import distinct_checkpoints, mean_state
 from mtcore.errors import MtcoreError
 from mtcore import __version__
 from mtcore.config import ModelConfig, TrainConfig
@@ -295,6 +295,7 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
     10 minutes). All must share the config and SentencePiece model. Saved to `out_dir` if given."""
     if not directories:
         raise CheckpointError("no checkpoints to average")
+    distinct_checkpoints(directories)
     metas = [read_meta(d) for d in directories]
     for d, m in zip(directories[1:], metas[1:]):
         if m["model"] != metas[0]["model"]:
@@ -303,7 +304,7 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
         if m["tokenizer"]["sha256"] != metas[0]["tokenizer"]["sha256"]:
             raise CheckpointError(f"{d}: SentencePiece model differs from {directories[0]}")
     last = load_checkpoint(directories[-1])
-    avg = mean_state(torch_load(Path(d) / WEIGHTS) for d in directories)
+    avg = mean_state((torch_load(Path(d) / WEIGHTS) for d in directories), names=[str(d) for d in directories])
     load_weights(last.model, avg, "average")
     if out_dir is not None:
         metrics = {"averaged_from": [str(d) for d in directories]}

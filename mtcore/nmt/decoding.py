@@ -19,12 +19,13 @@ short ones computing. Outputs are token ids without BOS/EOS.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 
 import torch
 
-from mtcore.config import GREEDY, DecodeConfig, Sampling
+from mtcore.config import GREEDY, DecodeConfig, Sampling, TrainConfig
 from mtcore.nmt.batching import pad
 from mtcore.nmt.model import Seq2Seq
 from mtcore.nmt.noise import noise_text
@@ -35,6 +36,19 @@ log = logging.getLogger(__name__)
 # The defaults live in DecodeConfig; these names are its values, for signatures and printouts.
 DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = DecodeConfig.max_len_a, DecodeConfig.max_len_b
 DEFAULT_LEN_PENALTY = DecodeConfig.len_penalty
+# What a run's own test decode takes from its `train` section (ray_training's `_evaluate_on_cluster`); its beam is
+# `job.test_beam`, which the checkpoint does not keep.
+RUN_FIELDS = ("len_penalty", "max_len_a", "max_len_b")
+
+
+def run_decode(train_cfg: TrainConfig | None, decode: DecodeConfig | None = None) -> DecodeConfig:
+    """`decode` (default: DecodeConfig's) with the length penalty and bound the run decoded its test set with; a
+    checkpoint without a `train` section keeps `decode`'s. `translate`/`evaluate` defaulted to DecodeConfig's 0.7,
+    1.5 and 10 whatever the run said: another BLEU than the run's for the same checkpoint and test set."""
+    decode = decode if decode is not None else DecodeConfig()
+    if train_cfg is None:
+        return decode
+    return decode.replace(**{k: getattr(train_cfg, k) for k in RUN_FIELDS})
 
 
 # --------------------------------------------------------------------------- steppers
@@ -149,12 +163,18 @@ def _stepper(model, src, use_cache):
     return (_CachedStepper if use_cache else _NaiveStepper)(model, src)
 
 
+def length_limit(src_len: int, a: float, b: int, max_positions: int) -> int:
+    """floor(a * src_len) + b output tokens (EOS included) for a source of `src_len` tokens (EOS included), within
+    the position table. In Python floats (float64) and ints: on the device MPS has no float64, and float32 rounds
+    a * src_len otherwise; a huge a or b (a user's "no limit") is capped before it can overflow."""
+    cap = max_positions - 1
+    return max(1, min(math.floor(min(a * src_len, cap)) + b, cap))
+
+
 def max_lengths(model: Seq2Seq, src: torch.Tensor, a: float, b: int) -> torch.Tensor:
-    """Per sentence: a * src_len + b output tokens (EOS included), within the position table."""
-    src_len = (src != PAD_ID).sum(dim=1)  # (B,)
-    # Clamped as a float: a huge a or b (a user's "no limit") overflowed int64 to a negative limit, an empty output.
-    limit = (a * src_len.double()).floor() + float(b)
-    return limit.clamp(min=1, max=model.cfg.max_positions - 1).long()
+    """Per sentence (B,): `length_limit` of its source, on `src`'s device."""
+    src_len = (src != PAD_ID).sum(dim=1).tolist()  # (B,)
+    return torch.tensor([length_limit(n, a, b, model.cfg.max_positions) for n in src_len], device=src.device)
 
 
 # --------------------------------------------------------------------------- greedy and sampling
@@ -418,15 +438,21 @@ def translate(
     `bt_tag=True` prefixes each source with the `<bt>` tag (tagged back-translation, Caswell et al. 2019).
     A blank text's translation is blank, as `python -m mtcore.translate` and `mtcore.evaluate` give it (a model asked
     to translate nothing invents text, and a run's test BLEU differed from `evaluate`'s on the same pairs)."""
-    filled = [i for i, text in enumerate(texts) if normalize(text)]
-    if len(filled) < len(texts):
-        out = [""] * len(texts)
-        if filled:
-            for i, hyp in zip(filled, translate(model, tokenizer, [texts[i] for i in filled], decode, bt_tag=bt_tag, **kwargs)):
-                out[i] = hyp
-        return out
-    sources = encode_sources(tokenizer, texts, bt_tag=bt_tag, max_len=model.cfg.max_positions - 1)
-    return tokenizer.decode(translate_ids(model, sources, decode, **kwargs))
+    def filled(some: list[str]) -> list[str]:
+        sources = encode_sources(tokenizer, some, bt_tag=bt_tag, max_len=model.cfg.max_positions - 1)
+        return tokenizer.decode(translate_ids(model, sources, decode, **kwargs))
+    return blanks_kept(texts, filled)
+
+
+def blanks_kept(texts: Sequence[str], translate_filled: Callable[[list[str]], list[str]]) -> list[str]:
+    """`translate_filled` over the texts with something left once normalised (`tokenizer.normalize`: whitespace,
+    zero-width spaces, soft hyphens...); a blank text's translation is blank. The exported runtimes' helpers use it
+    too: the HF export, asked for "" or "   ", made up a row of backslashes."""
+    keep = [i for i, text in enumerate(texts) if normalize(text)]
+    out = [""] * len(texts)
+    for i, hyp in zip(keep, translate_filled([texts[i] for i in keep]) if keep else []):
+        out[i] = hyp
+    return out
 
 
 def back_translate(

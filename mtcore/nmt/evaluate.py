@@ -6,6 +6,10 @@ The corpus columns are (src, tgt) = (en, vi) by convention for an en/vi model, a
 own direction for any other pair (`--corpus-langs de-en` says otherwise). The model's direction
 comes from its config; `--direction vi-en` or `--reverse` translates the other way by swapping
 the columns (and must match the model's direction).
+
+Decoding as `python -m mtcore.translate`: the length penalty and bound default to the ones the run decoded
+its own test set with (its train.len_penalty, train.max_len_a/b); the settings used are printed above the
+scores, which hold for them only.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from mtcore.data.corpus import read_corpus
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, evenly_spaced
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.runs import recorded_languages
-from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, in_chunks, is_blank,
-                                  sampling_generator, stderr_line, translate_lines)
+from mtcore.nmt.translate import (check_beam_fits, check_decoding_args, decoding_args, describe_decoding, in_chunks,
+                                  is_blank, sampling_generator, stderr_line, translate_lines)
 
 
 @entry_point
@@ -95,9 +99,8 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     elapsed = time.perf_counter() - t0
     bleu, chrf = corpus_bleu(hyps, tgt, tokenize=bleu_tokenize(ckpt.model_cfg.tgt_lang)), corpus_chrf(hyps, tgt)
     print(f"model      {args.model} ({direction}, step {ckpt.meta.get('step')})")
-    how = (f"sampled (temperature {args.temperature}, top-k {args.top_k}, top-p {args.top_p}, seed {args.seed})"
-           if args.sample else f"beam {args.beam}")
-    print(f"test       {args.test} ({len(src)} pairs), {how}, {len(src) / elapsed:.1f} sentences/s")
+    print(f"test       {args.test} ({len(src)} pairs), {len(src) / elapsed:.1f} sentences/s")
+    print(f"decoding   {describe_decoding(args, ckpt)}")  # the scores below hold for these settings only
     print(f"BLEU       {bleu.score:.2f}  {bleu.signature}")
     print(f"chrF       {chrf.score:.2f}  {chrf.signature}")
     for s, h, r in list(zip(src, hyps, tgt))[: args.samples]:

@@ -11,6 +11,9 @@ per target token (EOS included) of the translation under the model: near 0 is co
 below about -1.5 is worth a look. `--n-best K` writes the K best of the beam for each input
 line, each with its input line number (from 0) and score, best score first (the beam itself ranks
 by its GNMT length-penalised sum, so the first row can differ from the 1-best output).
+
+The length penalty and bound default to the ones the run decoded its test set with (the checkpoint's
+train.len_penalty, train.max_len_a/b), else DecodeConfig's; the summary on stderr says which were used.
 """
 
 from __future__ import annotations
@@ -31,19 +34,23 @@ from mtcore.errors import entry_point
 from mtcore.nmt.checkpoint import checkpoint_dir, load_checkpoint
 from mtcore.config import DecodeConfig, Sampling
 from mtcore.data.corpus import ends_lines_in_bare_cr
-from mtcore.nmt.decoding import encode_sources, nbest_ids, sequence_scores, translate_ids
+from mtcore.nmt.decoding import RUN_FIELDS, encode_sources, nbest_ids, run_decode, sequence_scores, translate_ids
 from mtcore.nmt.tokenizer import normalize
 
 DEFAULT = DecodeConfig()
 
 
 def decoding_args(parser: argparse.ArgumentParser) -> None:
-    """Options shared by translate and evaluate; defaults are mtcore.config.DecodeConfig's."""
+    """Options shared by translate and evaluate; defaults are mtcore.config.DecodeConfig's, but for the length
+    penalty and bound, which are the run's own where the checkpoint records them (`decode_config`)."""
     parser.add_argument("--model", required=True, help="checkpoint directory (model.pt, config.json, spm.model)")
     parser.add_argument("--beam", type=int, default=DEFAULT.beam, help="beam size; 1 = greedy")
-    parser.add_argument("--len-penalty", type=float, default=DEFAULT.len_penalty, help="GNMT length penalty alpha")
-    parser.add_argument("--max-len-a", type=float, default=DEFAULT.max_len_a)
-    parser.add_argument("--max-len-b", type=int, default=DEFAULT.max_len_b)
+    parser.add_argument("--len-penalty", type=float, help="GNMT length penalty alpha "
+                        f"(default: the run's train.len_penalty, else {DEFAULT.len_penalty})")
+    parser.add_argument("--max-len-a", type=float, help="output length <= a * source length + b "
+                        f"(default: the run's train.max_len_a, else {DEFAULT.max_len_a})")
+    parser.add_argument("--max-len-b", type=int, help="b of --max-len-a "
+                        f"(default: the run's train.max_len_b, else {DEFAULT.max_len_b})")
     parser.add_argument("--batch-size", type=int, default=DEFAULT.batch_size, help="sentences per batch")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--bt-tag", action="store_true", help="prefix every source with the <bt> tag")
@@ -67,11 +74,12 @@ def check_decoding_args(args: argparse.Namespace) -> None:
     checks.at_least("--beam", args.beam, 1)
     checks.at_least("--batch-size", args.batch_size, 1)
     for name in ("len_penalty", "max_len_a", "temperature", "top_p"):  # inf/nan would pass the range checks below
-        if not math.isfinite(getattr(args, name)):
+        if getattr(args, name) is not None and not math.isfinite(getattr(args, name)):
             raise checks.UsageError(f"--{name.replace('_', '-')}: {getattr(args, name)} is not a finite number")
     for name in ("len_penalty", "max_len_b", "top_k"):
-        checks.at_least("--" + name.replace("_", "-"), getattr(args, name), 0)
-    if args.max_len_a <= 0:
+        if getattr(args, name) is not None:  # None: the run's, checked when it was trained
+            checks.at_least("--" + name.replace("_", "-"), getattr(args, name), 0)
+    if args.max_len_a is not None and args.max_len_a <= 0:
         raise checks.UsageError(f"--max-len-a: {args.max_len_a} is out of range; pass a value > 0 (output length ≤ a·source + b)")
     check_device(args.device)
     if args.temperature <= 0:
@@ -119,11 +127,28 @@ def read_lines(stream, name: str = "stdin") -> list[str]:
     return lines
 
 
-def decode_config(args: argparse.Namespace) -> DecodeConfig:
-    """The command line's decoding settings (ranges checked by `check_decoding_args`)."""
-    return DecodeConfig(beam=args.beam, len_penalty=args.len_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
-                        batch_size=args.batch_size, n_best=getattr(args, "n_best", 1),
-                        sampling=Sampling(args.temperature, args.top_k, args.top_p) if args.sample else None)
+def decode_config(args: argparse.Namespace, ckpt=None) -> DecodeConfig:
+    """The command line's decoding settings (ranges checked by `check_decoding_args`); a length penalty or bound not
+    given is the one `ckpt`'s run decoded its test set with (`run_decode`), else DecodeConfig's."""
+    given = {name: getattr(args, name) for name in RUN_FIELDS if getattr(args, name) is not None}
+    return run_decode(ckpt.train_cfg if ckpt is not None else None).replace(
+        beam=args.beam, batch_size=args.batch_size, n_best=getattr(args, "n_best", 1),
+        sampling=Sampling(args.temperature, args.top_k, args.top_p) if args.sample else None, **given)
+
+
+def describe_decoding(args: argparse.Namespace, ckpt) -> str:
+    """The settings `decode_config` gives, in words, saying which are the run's: a score or an output is only
+    comparable with one decoded alike."""
+    decode = decode_config(args, ckpt)
+    if decode.sampling is not None:
+        s = decode.sampling
+        how = f"sampled (temperature {s.temperature}, top-k {s.top_k}, top-p {s.top_p}, seed {args.seed})"
+    else:
+        how = f"beam {decode.beam}, len_penalty {decode.len_penalty}"
+    shown = RUN_FIELDS[1:] if decode.sampling is not None else RUN_FIELDS  # sampling has no length penalty
+    runs = [name for name in shown if getattr(args, name) is None and ckpt.train_cfg is not None]
+    return (f"{how}, max_len_a {decode.max_len_a}, max_len_b {decode.max_len_b}"
+            + (f" ({', '.join(runs)}: the run's train settings)" if runs else ""))
 
 
 def sampling_generator(args: argparse.Namespace) -> torch.Generator | None:
@@ -183,7 +208,8 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
     seconds = time.perf_counter() - t0
     blank = sum(1 for line in lines if is_blank(line))
     stderr_line(f"translated {len(lines) - blank:,} lines{f' ({blank:,} blank)' if blank else ''} in {seconds:.1f} s "
-                f"({(len(lines) - blank) / max(seconds, 1e-9):.1f} lines/s)" + (f" → {args.output}" if args.output != "-" else ""))
+                f"({(len(lines) - blank) / max(seconds, 1e-9):.1f} lines/s)" + (f" → {args.output}" if args.output != "-" else "")
+                + f"; {describe_decoding(args, ckpt)}")  # which settings made these translations
     return 0
 
 
@@ -280,7 +306,7 @@ def translate_lines(ckpt, lines: list[str], args: argparse.Namespace, line_numbe
     if not lines:
         return []
     model, tok = ckpt.model, ckpt.tokenizer
-    decode = decode_config(args)
+    decode = decode_config(args, ckpt)
     sources = encode_sources(tok, lines, bt_tag=args.bt_tag, max_len=model.cfg.max_positions - 1,
                              names=[f"input line {n}" for n in line_numbers])
     if decode.n_best > 1:
