@@ -136,3 +136,15 @@ def test_a_rule_rejecting_most_of_a_corpus_is_said_with_its_likely_cause(caplog)
         warn_dominant_rejects({"input": 160, "kept": 100, "rejected": {"wrong_language": 60}}, load_config())
     assert caplog.text.count("rejected") == 1
     assert "wrong_language rejected 150 of 160 pairs (94 %); is the corpus en-vi, source first? pass its languages with --langs" in caplog.text
+
+
+def test_the_duplicates_index_is_built_once_for_every_batch_of_the_split():
+    """The split looked each 65,536-row batch up in an index it built again each time: O(duplicates) per batch."""
+    import numpy as np
+
+    from mtcore.cleaning.pipeline import DuplicateDecision
+
+    dups = DuplicateDecision(np.array([5, 9], dtype=np.uint64), np.array(["duplicate"] * 2, dtype=object),
+                             np.array(["duplicate of id a", "duplicate of id b"], dtype=object))
+    assert dups.index() is dups.index()
+    assert dups.index().get_indexer(np.array([9, 1, 5], dtype=np.uint64)).tolist() == [1, -1, 0]

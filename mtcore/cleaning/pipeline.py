@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -108,9 +108,14 @@ class DuplicateDecision:
     rowkeys: np.ndarray
     reasons: np.ndarray
     details: np.ndarray
+    _index: pd.Index | None = field(default=None, repr=False, compare=False)
 
     def index(self) -> pd.Index:
-        return pd.Index(self.rowkeys)
+        """Built once: the split looks every batch's rows up in it (a new index per batch cost O(duplicates) each
+        time, hours over a 50M-row corpus)."""
+        if self._index is None:
+            self._index = pd.Index(self.rowkeys)
+        return self._index
 
 
 def decide_duplicates(meta: pa.Table, cfg: CleaningConfig) -> DuplicateDecision:
