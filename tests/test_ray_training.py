@@ -352,3 +352,14 @@ def test_ctrl_c_ends_the_run_killed_and_says_how_to_resume(mlflow_uri, runs_dir,
     runs = mlflow.MlflowClient(mlflow_uri).search_runs(
         [e.experiment_id for e in mlflow.MlflowClient(mlflow_uri).search_experiments()], "attributes.run_name = 'ctrl-c'")
     assert [r.info.status for r in runs] == ["KILLED"]
+
+
+def test_a_large_corpus_is_sampled_by_pairs_before_the_tokenizer_reads_it():
+    """Every pair became two Python strings (20M at 10M pairs), all normalised before SentencePiece kept 2M."""
+    import pyarrow as pa
+
+    table = pa.table({"src": [f"s{i}" for i in range(100)], "tgt": [f"t{i}" for i in range(100)]})
+    texts = ray_training.tokenizer_texts(table, max_sentences=40)
+    assert len(texts) == 40 and texts == ray_training.tokenizer_texts(table, max_sentences=40)  # seeded
+    assert [t[1:] for t in texts[:20]] == [t[1:] for t in texts[20:]]  # whole pairs: both sides of the same rows
+    assert len(ray_training.tokenizer_texts(table)) == 200  # under the limit: every pair

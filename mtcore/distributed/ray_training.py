@@ -223,9 +223,23 @@ def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
         table = read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1])
         if job.job.train_limit:
             table = table.slice(0, job.job.train_limit)
-        texts = table.column("src").to_pylist() + table.column("tgt").to_pylist()
+        texts = tokenizer_texts(table)
         train_tokenizer(texts, path, vocab_size=job.job.vocab_size, character_coverage=job.job.character_coverage)
     return path
+
+
+def tokenizer_texts(table, max_sentences: int | None = None) -> list[str]:
+    """Both sides of the corpus's pairs, as the tokenizer trains on them: of a corpus of more than half
+    `max_sentences` pairs, a seeded sample of pairs, drawn before any becomes a Python string (20M of them at 10M
+    pairs, to be normalised and then sampled down to 2M)."""
+    import numpy as np
+
+    from mtcore.nmt.tokenizer import MAX_SENTENCES
+
+    limit = (max_sentences or MAX_SENTENCES) // 2
+    if table.num_rows > limit:
+        table = table.take(np.sort(np.random.default_rng(0).choice(table.num_rows, limit, replace=False)))
+    return table.column("src").to_pylist() + table.column("tgt").to_pylist()
 
 
 # The command behind each experiment that trains through here: the `mtcore.entry_point` tag.

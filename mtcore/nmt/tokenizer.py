@@ -92,6 +92,9 @@ class Tokenizer:
         return self.path.read_bytes()
 
 
+MAX_SENTENCES = 2_000_000  # sentences a tokenizer trains on at most (SentencePiece's memory grows with them)
+
+
 def train_tokenizer(
     texts: Iterable[str],
     model_path: str | Path,
@@ -99,7 +102,7 @@ def train_tokenizer(
     vocab_size: int = 8000,
     model_type: str = "unigram",
     character_coverage: float = 1.0,
-    max_sentences: int = 2_000_000,
+    max_sentences: int = MAX_SENTENCES,
     seed_sentencepiece_size: int = 1_000_000,
 ) -> Tokenizer:
     """Train a joint model on `texts` (both languages mixed) and write it to `model_path`.
