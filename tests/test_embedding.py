@@ -287,3 +287,16 @@ def test_a_small_corpus_says_what_its_encoder_lacks(caplog):
     with caplog.at_level("WARNING", logger="mtcore.embedding.train"):
         warn_small(train=150_000, held=1000, reference=1000)
     assert caplog.text == ""
+
+
+def test_a_corpus_far_larger_than_the_encoder_uses_is_sampled_before_cleaning():
+    """Cleaning ran over every row of the corpus in one process to keep `max_pairs` of them."""
+    from mtcore.embedding.train import EncoderTrainConfig, presample
+
+    cfg = EncoderTrainConfig(max_pairs=10, heldout=2, reference_pairs=3)
+    table = pa.table({"src": [f"s{i}" for i in range(200)], "tgt": [f"t{i}" for i in range(200)]})
+    sample = presample(table, cfg)
+    assert len(sample) == 60 and sample.equals(presample(table, cfg))  # 4 x (10 + 2 + 3), seeded
+    ids = [int(s[1:]) for s in sample["src"].to_pylist()]
+    assert ids == sorted(ids) and [int(t[1:]) for t in sample["tgt"].to_pylist()] == ids  # in order, pairs whole
+    assert presample(table.slice(0, 60), cfg).num_rows == 60

@@ -168,6 +168,19 @@ def clean_for_training(table: pa.Table, langs: tuple[str, str] = ("en", "vi")) -
     return quick_clean(table), how
 
 
+PRESAMPLE_FACTOR = 4  # rows kept before cleaning, per pair the encoder uses at most (cleaning rejects ~13 % here)
+
+
+def presample(table: pa.Table, cfg: EncoderTrainConfig) -> pa.Table:
+    """A corpus far larger than the encoder uses (`max_pairs` + held-out + reference pairs), sampled (seeded, in
+    order) before cleaning: cleaning 10M rows in one process took hours to keep 120,000. The embedded corpus
+    (181,532 rows) is far under it."""
+    cap = PRESAMPLE_FACTOR * (cfg.max_pairs + cfg.heldout + cfg.reference_pairs)
+    if len(table) <= cap:
+        return table
+    return table.take(pa.array(np.sort(np.random.default_rng(cfg.seed).choice(len(table), cap, replace=False))))
+
+
 MIN_HELDOUT = 100  # fewer held-out pairs make a P@1 that measures little (1 pair: 0 or 1)
 
 
@@ -439,6 +452,7 @@ def train_encoder(
 
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
     n_input = len(table)
+    table = presample(table, cfg)
     table, cleaned_by = clean_for_training(table, cfg.langs)
     sort_keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
     train, held = split_heldout(table, cfg.heldout, cfg.seed, exclude_texts)
