@@ -769,3 +769,13 @@ def test_an_encoders_reference_pairs_are_turned_round_for_a_corpus_of_the_revers
     assert ref["src"].to_pylist()[:3] == tiny_corpus().slice(600, 3)["tgt"].to_pylist()
     ref, _ = reference_pairs(FilterConfig(encoder=str(enc)), str(enc))  # the same pairs for an en-vi corpus
     assert ref["src"].to_pylist()[:3] == tiny_corpus().slice(600, 3)["src"].to_pylist()
+
+
+def test_the_pair_classifier_runs_in_a_pool_of_cpu_actors_on_a_gpu_cluster():
+    """It ran on the CPU whatever the device, in a pool of one actor per GPU that held the GPUs."""
+    from mtcore.alignment.filter import ClassifierPairs, DualXentPairs, actor_pool
+
+    assert actor_pool(ClassifierPairs, 100_000, 1024, 0, cpus=16, gpus=2) == (16, {"num_cpus": 1}, "cpu")
+    assert actor_pool(DualXentPairs, 100_000, 1024, 0, cpus=16, gpus=2) == (2, {"num_gpus": 1}, "cuda")
+    assert actor_pool(DualXentPairs, 100_000, 1024, 0, cpus=2, gpus=0) == (2, {"num_cpus": 1}, "cpu")
+    assert actor_pool(ClassifierPairs, 1_500, 1024, 0, cpus=16, gpus=0)[0] == 2  # no more actors than batches

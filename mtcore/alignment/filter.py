@@ -221,6 +221,8 @@ class DualXentPairs:
 class ClassifierPairs:
     """Ray Data actor: loads the pair classifier of an encoder directory once, then scores batches of pairs."""
 
+    on_gpu = False  # small: a pool of CPU actors, not one per GPU (it held the GPUs and ran on their CPU)
+
     def __init__(self, encoder_dir: str, device: str = "cpu", reverse: bool = False):
         from mtcore.alignment.classifier import load_pair_scorer
 
@@ -234,6 +236,17 @@ class ClassifierPairs:
         return {"_row": batch["_row"], "classifier": self.scorer.score(src, tgt)}
 
 
+def actor_pool(actor, rows: int, batch_size: int, num_actors: int, cpus: int, gpus: int) -> tuple[int, dict, str]:
+    """(pool size, resources per actor, device) for `actor` over `rows` pairs: one actor per GPU when the cluster has
+    GPUs and the actor runs on one (`on_gpu`, true unless it says otherwise), else one per CPU; never more actors than
+    batches."""
+    if gpus and getattr(actor, "on_gpu", True):
+        size, resources, device = min(num_actors or gpus, gpus), {"num_gpus": 1}, "cuda"
+    else:
+        size, resources, device = max(1, min(num_actors or cpus, cpus)), {"num_cpus": 1}, "cpu"
+    return max(1, min(size, -(-rows // batch_size))), resources, device  # no idle actors on small inputs
+
+
 def map_pairs_ray(table: pa.Table, actor, kwargs: dict, columns: tuple[str, ...], batch_size: int = 1024,
                   num_actors: int = 0) -> dict[str, np.ndarray]:
     """Run `actor(**kwargs, device=...)` over the (src, tgt) pairs of `table` in a Ray Data actor pool (one
@@ -243,14 +256,7 @@ def map_pairs_ray(table: pa.Table, actor, kwargs: dict, columns: tuple[str, ...]
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray, map_with_actors
 
     init_ray()
-    gpus = available_gpus()
-    if gpus:
-        size, resources, device = num_actors or gpus, {"num_gpus": 1}, "cuda"
-        size = min(size, gpus)
-    else:
-        size, resources, device = num_actors or available_cpus(), {"num_cpus": 1}, "cpu"
-        size = max(1, min(size, available_cpus()))
-    size = max(1, min(size, -(-len(table) // batch_size)))  # no idle actors on small inputs
+    size, resources, device = actor_pool(actor, len(table), batch_size, num_actors, available_cpus(), available_gpus())
     rows = pa.table({"_row": pa.array(np.arange(len(table))), "src": table["src"], "tgt": table["tgt"]})
     step = batch_size  # one block per batch, so that every actor of the pool gets work
     blocks = [rows.slice(i, step) for i in range(0, len(rows), step)] or [rows]
