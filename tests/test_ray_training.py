@@ -47,7 +47,7 @@ def test_two_worker_run_logs_everything_to_mlflow(ray_local, mlflow_uri, runs_di
     assert seen == set(range(len(seen))) and 200 <= len(seen) <= 240  # and together every (encodable) pair
     # What the user saw while it ran: the start-up, each worker's warning (the pairs it left out), steps, the test.
     assert lines[0] == "starting 2 Ray Train CPU worker(s) for run 'ddp-smoke'"
-    assert "240 training and 30 dev pairs read on each of 2 worker(s); encoding them and building the model" in lines
+    assert "240 training pairs (memory-mapped, encoded once) and 30 dev pairs on each of 2 worker(s); building the model" in lines
     skipped = [line for line in lines if line.startswith("warning: skipped")]
     assert skipped == ([f"warning: skipped {240 - len(seen)} of 240 training pairs: {240 - len(seen)} longer than "
                         f"max_len=32"] if len(seen) < 240 else [])
@@ -310,7 +310,7 @@ def test_a_data_error_on_the_workers_is_one_line_and_not_read_again_by_each_retr
     lines: list[str] = []
     with pytest.raises(ray_training.JobError, match=r"failed: none of the 240 training pairs fits `train.max_len` \(2 pieces"):
         ray_training.run_training(job, progress_echo=lines.append)
-    assert sum("training and 30 dev pairs read" in line for line in lines) == 1, lines  # not again by the retry
+    assert sum("and 30 dev pairs on each of" in line for line in lines) == 1, lines  # not again by the retry
     runs = mlflow.MlflowClient(mlflow_uri).search_runs([mlflow.get_experiment_by_name("train_transformer").experiment_id],
                                                        "attributes.run_name = 'nothing-fits'")
     assert [r.info.status for r in runs] == ["FAILED"]

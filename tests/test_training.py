@@ -447,3 +447,24 @@ def test_ddp_ranks_agree_on_resume_point_precision_and_a_callback_stop(tokenizer
         assert "ranks resumed from different checkpoints" in r["resume"]
         assert r["steps"] == 3 and r["reason"] == "callback"
         assert r["precision"] == [False]  # bf16 only where every rank has it
+
+
+def test_training_on_the_corpus_encoded_once_is_training_on_its_texts(tokenizer, tmp_path, caplog):
+    """Workers memory-map the corpus the driver encoded (mtcore.nmt.encoded) instead of each encoding it into lists
+    of its own: the same pairs left out, the same batches, the same weights."""
+    from mtcore.nmt.encoded import EncodedPairs, write_encoded
+
+    long_src = " ".join(["open the file"] * 40)
+    pairs = PAIRS[:40] + [("", "Mở tệp"), (long_src, "Mở tệp")] + PAIRS[40:]
+    directory = write_encoded(pairs, tokenizer, tmp_path / "encoded")
+    encoded = EncodedPairs(directory)
+    assert len(encoded) == len(pairs) and encoded[3] == tuple(tokenizer.encode(list(pairs[3])))
+    assert write_encoded(pairs[:5], tokenizer, directory) == directory  # made once: a second writer keeps it
+    runs = []
+    for train in (pairs, encoded):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="mtcore.nmt.training"):
+            runs.append(fit(quick(max_steps=6, max_len=32), TINY, train, PAIRS[:8], tokenizer))
+        assert "skipped 2 of 66 training pairs: 1 longer than max_len=32, 1 with an empty side" in caplog.text
+    for (name, a), b in zip(runs[0].model.state_dict().items(), runs[1].model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)

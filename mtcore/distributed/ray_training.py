@@ -63,6 +63,7 @@ class PreparedInputs:
     storage_path: str
     # The run finished before with these settings and test settings: nothing is opened, trained or tested again.
     finished: bool = False
+    encoded: str = ""  # the training pairs encoded once (mtcore.nmt.encoded), which every worker memory-maps
 
     @property
     def run(self):
@@ -331,7 +332,27 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
     # to retrain it, or --overwrite): a new MLflow run, or the old run's points up to its last step hid the new ones.
     resumes = done is not None or any((storage / run_name).glob("checkpoint_*"))
     run = open_mlflow_run(job, run_name, train_data, parent_run_id, version, fresh=not resumes)
-    return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()))
+    encoded = encoded_training_pairs(train_data, job, spm)
+    return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()),
+                          encoded=str(encoded.absolute()))
+
+
+def encoded_training_pairs(train_data: str, job: TrainingJob, spm: Path) -> Path:
+    """The training pairs in the model's direction, encoded by the run's tokenizer once (beside it: its folder's
+    name holds the data version, columns, train_limit and vocabulary) for every worker to memory-map."""
+    from mtcore.nmt.encoded import is_encoded, write_encoded
+    from mtcore.nmt.tokenizer import Tokenizer
+    from mtcore.runs import code_version
+
+    model = job.run.model
+    directory = spm.parent / f"encoded-{model.src_lang}-{model.tgt_lang}-{code_version('mtcore.nmt.encoded')[:8]}"
+    if not is_encoded(directory):
+        from mtcore.console import progress_line
+
+        pairs = load_pairs(train_data, job, job.job.train_limit)
+        progress_line(f"encoding {len(pairs):,} training pairs once, for every worker")
+        write_encoded(pairs, Tokenizer(spm), directory)
+    return directory
 
 
 TEST_KEYS = {"test": "job.test_data", "limit": "job.test_limit", "beam": "job.test_beam"}
@@ -468,6 +489,7 @@ def _train_worker(config: dict[str, Any]) -> None:
 
     from mtcore.nmt.checkpoint import CheckpointError, check_tokenizer, load_resume_state, read_meta, save_checkpoint
     from mtcore.config import RunConfig
+    from mtcore.nmt.encoded import EncodedPairs
     from mtcore.nmt.tokenizer import Tokenizer
     from mtcore.nmt.training import fit
     from mtcore.tracking.run import SafeLogger
@@ -478,7 +500,7 @@ def _train_worker(config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     device = ray.train.torch.get_device()
     tokenizer = Tokenizer(inputs.spm_model)
-    train_pairs = load_pairs(inputs.train_data, job, job.job.train_limit)
+    train_pairs = EncodedPairs(inputs.encoded) if inputs.encoded else load_pairs(inputs.train_data, job, job.job.train_limit)
     dev_pairs = load_pairs(inputs.dev_data, job)
     mlflow_log = SafeLogger(inputs.run if rank == 0 else None)
     mlflow_log.resumed()  # a retry or a resumed run replays steps its run holds already: each point is logged once
@@ -487,8 +509,9 @@ def _train_worker(config: dict[str, Any]) -> None:
                            enabled=rank == 0)
     if rank == 0:
         logging.getLogger("mtcore").addHandler(ProgressWarnings(progress))
-        progress.write(f"{len(train_pairs):,} training and {len(dev_pairs):,} dev pairs read on each of "
-                       f"{ray.train.get_context().get_world_size()} worker(s); encoding them and building the model")
+        how = "memory-mapped, encoded once" if inputs.encoded else "read and encoded"
+        progress.write(f"{len(train_pairs):,} training pairs ({how}) and {len(dev_pairs):,} dev pairs on each of "
+                       f"{ray.train.get_context().get_world_size()} worker(s); building the model")
     state = None
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is not None:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -46,6 +47,7 @@ from mtcore.nmt.checkpoint import CheckpointError
 from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
+from mtcore.nmt.encoded import EncodedPairs
 from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
@@ -133,7 +135,18 @@ def encode_pairs_counted(tokenizer: Tokenizer, pairs: Pairs, max_len: int) -> tu
     return kept, {"empty": empty, "too_long": long}
 
 
-def _lengths(encoded) -> tuple[list[int], list[int]]:
+def select_fitting(pairs: EncodedPairs, max_len: int) -> tuple[EncodedPairs, dict[str, int]]:
+    """`encode_pairs_counted` for pairs encoded already: those that fit, and how many did not and why."""
+    src, tgt = pairs.lengths()
+    empty = (src == 0) | (tgt == 0)
+    long = ~empty & ((src >= max_len) | (tgt >= max_len))
+    return pairs.select(np.flatnonzero(~empty & ~long)), {"empty": int(empty.sum()), "too_long": int(long.sum())}
+
+
+def _lengths(encoded) -> tuple[Sequence[int], Sequence[int]]:
+    if isinstance(encoded, EncodedPairs):
+        src, tgt = encoded.lengths()
+        return src + 1, tgt + 1
     return [len(s) + 1 for s, _ in encoded], [len(t) + 1 for _, t in encoded]
 
 
@@ -357,7 +370,8 @@ def fit(
 ) -> TrainResult:
     """Train until max_steps, max_epochs, patience on `best_metric` or the time budget; see the module doc.
 
-    `train_pairs`/`dev_pairs` are (source, target) texts in the model's direction
+    `train_pairs`/`dev_pairs` are (source, target) texts in the model's direction (`train_pairs` may be
+    `EncodedPairs`, the corpus encoded once on disk)
     (`oriented_pairs` swaps corpus columns). `state` is `TrainState.to_dict()` of an earlier
     run (weights included) to resume from. `time_budget_s` overrides `train_cfg.time_budget_min`.
     `on_epoch(epoch, batches)` sees this rank's batches (indices into the encoded training pairs)
@@ -375,7 +389,10 @@ def fit(
     # directly, e.g. from a notebook, did not).
     train_max = min(train_cfg.max_len, model_cfg.max_positions)
     train_bound = "max_len" if train_cfg.max_len <= model_cfg.max_positions else "model.max_positions"
-    train, why = encode_pairs_counted(tokenizer, train_pairs, train_max)
+    if isinstance(train_pairs, EncodedPairs):  # encoded once by the driver, memory-mapped (mtcore.nmt.encoded)
+        train, why = select_fitting(train_pairs, train_max)
+    else:
+        train, why = encode_pairs_counted(tokenizer, train_pairs, train_max)
     skipped = sum(why.values())
     if not train:
         raise BatchingError(f"none of the {len(train_pairs):,} training pairs fits `{'train.' * (train_bound == 'max_len')}"
