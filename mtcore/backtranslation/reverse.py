@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mtcore.backtranslation.config import BTConfig
-
 EXPERIMENT = "backtranslate"
 
 
-def reverse_job(cfg: BTConfig, aligned: Path, run_name: str):
-    """A pre-norm model of `cfg.reverse_preset` on the aligned pairs, on a step or a clock budget."""
+def reverse_job(cfg, aligned: Path, run_name: str):
+    """A pre-norm model of `cfg.reverse_preset` on the aligned pairs, on a step or a clock budget. `cfg`: the
+    `BTConfig` (not imported: its checks build this job, so config imports this module)."""
     from mtcore.distributed.jobs import TrainingJob
 
     budget = {"max_steps": cfg.reverse_steps} if cfg.reverse_steps else {"time_budget_min": cfg.reverse_minutes}
