@@ -224,3 +224,13 @@ def test_strict_f1():
     gold = [Block((0,), (0,), 0), Block((1, 2), (1,), 0)]
     pred = [Block((0,), (0,), 0), Block((1,), (1,), 0), Block((2,), (), 0)]
     assert strict_f1(pred, gold) == {"precision": 0.5, "recall": 0.5, "f1": 0.5}
+
+
+def test_chinese_and_japanese_paragraphs_are_cut_after_their_full_stops():
+    """Sentences end in 。！？ with no space after: a Chinese paragraph stayed one sentence, and nothing aligned."""
+    from mtcore.alignment.documents import split_sentences
+
+    assert split_sentences("下载更新时出错。请稍后再试！你确定吗？「好的。」然后继续。") == [
+        "下载更新时出错。", "请稍后再试！", "你确定吗？", "「好的。」", "然后继续。"]
+    assert split_sentences("更新に失敗しました。 もう一度お試しください。") == ["更新に失敗しました。", "もう一度お試しください。"]
+    assert split_sentences("Open the file. Then save it, e.g. as text.") == ["Open the file.", "Then save it, e.g. as text."]

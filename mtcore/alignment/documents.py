@@ -364,9 +364,18 @@ _ABBREV = re.compile(r"(\b(e\.g|i\.e|etc|vs|cf|vv|Mr|Dr|No|v\.v)\.|\b[A-Z]\.)$")
 _SECTION_NUMBER = re.compile(r"^(\d+|[A-Z])(\.\d+)*\.$")  # "1.", "1.1.", "A.2.": a heading's number, not a sentence
 
 
+# Chinese and Japanese end a sentence with 。！？ (and a closing quote or bracket), with no space after: every
+# Chinese paragraph stayed one sentence, and no sentence of it could be aligned.
+_CJK_END = re.compile(r"(?<=[。！？])(?![」』”’）)\]\"'])\s*|(?<=[。！？][」』”’）)\]\"'])\s*")
+
+
 def split_sentences(paragraph: str) -> list[str]:
-    """Split on . ! ? (and a closing quote or bracket after them) followed by space and a capital, digit, quote
-    or bullet; not after known abbreviations, nor after a heading's section number."""
+    """Split after 。！？ (Chinese, Japanese); and on . ! ? (and a closing quote or bracket after them) followed by
+    space and a capital, digit, quote or bullet; not after known abbreviations, nor after a heading's section number."""
+    return [s for segment in _CJK_END.split(paragraph.strip()) if segment for s in _split_spaced(segment)]
+
+
+def _split_spaced(paragraph: str) -> list[str]:
     pieces = re.split(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’»)\]])\s+", paragraph.strip())
     out: list[str] = []
     for piece in pieces:
