@@ -539,3 +539,19 @@ def test_a_region_coded_language_matches_its_base_code_in_headers_and_columns(tm
     assert (t["src"][0].as_py(), t["tgt"][0].as_py()) == ("Hello world", "你好世界")
     pq.write_table(pa.table({"pt": ["Abrir"], "en": ["Open"]}), tmp_path / "pt.parquet")
     assert read_corpus(tmp_path / "pt.parquet", src_lang="pt-BR", tgt_lang="en")["src"].to_pylist() == ["Abrir"]
+
+
+def test_a_small_dev_or_test_set_read_the_wrong_way_round_is_refused(tmp_path):
+    """Under 20 pairs the column order was not checked: a de-en model was tested against its own sources."""
+    from mtcore.data.corpus import CorpusError, read_corpus
+
+    small = tmp_path / "test_ende.tsv"
+    small.write_text("They bought a new car yesterday\tSie haben gestern ein neues Auto gekauft\n"
+                     "The weather is very nice today\tDas Wetter ist heute sehr schön\n"
+                     "Where is the train station please\tWo ist bitte der Bahnhof\n", encoding="utf-8")
+    assert read_corpus(small, src_lang="en", tgt_lang="de").num_rows == 3
+    with pytest.raises(CorpusError, match="read as en and de"):
+        read_corpus(small, src_lang="de", tgt_lang="en")
+    mixed = tmp_path / "mixed.tsv"  # one pair the other way round: a noisy small set, not a swapped one
+    mixed.write_text(small.read_text(encoding="utf-8") + "Das ist ein kleines Haus\tThat is a small house\n", encoding="utf-8")
+    assert read_corpus(mixed, src_lang="en", tgt_lang="de").num_rows == 4

@@ -34,13 +34,16 @@ def columns_swapped(src: list[str], tgt: list[str], src_lang: str, tgt_lang: str
                     min_rows: int = 20, share: float = 0.7) -> bool:
     """Whether the src column reads as `tgt_lang` and the tgt column as `src_lang`, each in at least `share` of
     up to `sample` rows spread over the file (pairs of at least two words a side, judged by py3langid restricted
-    to the pair). A few swapped rows (the cleaning's `wrong_language`) never add up to it; too few rows, one
-    language twice, or a language py3langid does not know: False, nothing is claimed."""
+    to the pair). A few swapped rows (the cleaning's `wrong_language`) never add up to it. Fewer than `min_rows`
+    such pairs (a dev or test set of a few): every one of them must read the other way round on both sides. Fewer
+    than 3, one language twice, or a language py3langid does not know: False, nothing is claimed."""
     base = lambda lang: lang.split("_")[0].split("-")[0].lower()  # noqa: E731 - pt_BR, zh-Hans
     pair = (base(src_lang), base(tgt_lang))
     rows = [i for i in range(len(src)) if len(src[i].split()) >= 2 and len(tgt[i].split()) >= 2]
-    if len(rows) < min_rows or pair[0] == pair[1] or not set(pair) <= set(known_languages()):
+    if len(rows) < 3 or pair[0] == pair[1] or not set(pair) <= set(known_languages()):
         return False
+    if len(rows) < min_rows:  # a 3-pair test set read the wrong way round scored its model against its sources
+        share = 1.0
     picked = rows[:: max(1, len(rows) // sample)][:sample]
     ident = language_identifier(pair)
     flipped_src = sum(ident.classify(src[i])[0] == pair[1] for i in picked)
