@@ -179,3 +179,18 @@ def test_a_store_given_as_a_path(store, tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         ui.main(["--help"])
     assert not (tmp_path / "ws").exists()
+
+
+def test_a_test_limit_above_the_files_size_is_shown_as_the_pairs_scored(mlflow_uri):
+    """`job.test_limit` 20 on a 3-pair file was shown as "20 pairs of it", and set it apart from the same 3 pairs
+    scored under another limit."""
+    import json
+
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = tracking.setup("limits").get_experiment_by_name("limits").experiment_id
+    for name, limit in (("limit-20", 20), ("limit-50", 50)):
+        tested = {"job.test_data": "cccccc33", "job.test_limit": limit, "path": "/x/test3.tsv", "pairs": 3}
+        _run(client, exp, name, metrics={"test/bleu": 5.0}, params=PARAMS,
+             tags={"sacrebleu.bleu_signature": SIG, "mtcore.tested_with": json.dumps(tested)})
+    board = report.build(mlflow_uri, "limits")
+    assert {r.test_set for r in board.ranked} == {"test3.tsv #cccccc (3 pairs of it)"}

@@ -810,7 +810,8 @@ def finish_run(job: TrainingJob, inputs: PreparedInputs, best_dir: Path, use_gpu
     # The test figures' settings: a finished run tested again keeps its first params (MLflow never changes one).
     with contextlib.suppress(Exception):
         inputs.run.set_tags({"mtcore.tested_with": json.dumps({TEST_KEYS[k]: v for k, v in tested_with(job).items()}
-                                                              | {"path": str(Path(inputs.test_data).absolute())})})
+                                                              | {"path": str(Path(inputs.test_data).absolute()),
+                                                                 "pairs": len(test_pairs)})})
     return result
 
 

@@ -155,6 +155,8 @@ def _test_set(params: dict, tags: dict) -> str:
     if tested.get("job.test_data") and tested["job.test_data"] != path:  # a content hash (the file existed)
         data += f" #{str(tested['job.test_data'])[:6]}"
     limit = str(tested.get("job.test_limit", params.get("job.test_limit", "0")))
+    if limit not in ("0", "", "None") and tested.get("pairs") is not None:  # a limit above the file's size
+        limit = str(min(int(limit), int(tested["pairs"]))) if limit.isdigit() else limit
     return f"{data} ({limit} pairs of it)" if limit not in ("0", "", "None") else data
 
 
