@@ -194,3 +194,15 @@ def test_a_test_limit_above_the_files_size_is_shown_as_the_pairs_scored(mlflow_u
              tags={"sacrebleu.bleu_signature": SIG, "mtcore.tested_with": json.dumps(tested)})
     board = report.build(mlflow_uri, "limits")
     assert {r.test_set for r in board.ranked} == {"test3.tsv #cccccc (3 pairs of it)"}
+
+
+def test_a_trial_stopped_early_is_reported_at_the_step_the_search_stopped_it(mlflow_uri):
+    """Its Train run went on for seconds after the stop and logged a better dev BLEU than the trial the search picked."""
+    client = mlflow.MlflowClient(mlflow_uri)
+    exp = tracking.setup("stops").get_experiment_by_name("stops").experiment_id
+    _run(client, exp, "stopped", metrics={"dev/bleu": [0.5, 1.1, 1.9]}, params=PARAMS, status="KILLED",
+         tags={"mtcore.tune.stopped_early": "true", "mtcore.tune.stopped_at_step": "1"})
+    _run(client, exp, "finished", metrics={"dev/bleu": [0.5, 1.1, 1.9]}, params=PARAMS)
+    board = report.build(mlflow_uri, "stops")
+    rows = {r.run_name: r for r in board.ranked + board.unscored}
+    assert rows["stopped"].dev_bleu == 1.1 and rows["finished"].dev_bleu == 1.9

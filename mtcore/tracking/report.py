@@ -161,9 +161,14 @@ def _test_set(params: dict, tags: dict) -> str:
 
 
 def _best(client, run, key: str) -> float | None:
+    """The best value of `key` in the run's history; of a search trial stopped early, up to the step the search
+    stopped it at (`mtcore.tune.stopped_at_step`: its training ran on for seconds, past its judged score)."""
     if key not in run.data.metrics:
         return None
     history = client.get_metric_history(run.info.run_id, key)
+    stopped_at = run.data.tags.get("mtcore.tune.stopped_at_step", "")
+    if stopped_at.isdigit():
+        history = [m for m in history if m.step <= int(stopped_at)]
     return max((m.value for m in history), default=run.data.metrics[key])
 
 

@@ -139,6 +139,9 @@ def registered_name(tj: TuneJob, arch: str | None = None) -> str:
     return tj.search.register_as or f"mtcore-{m.src_lang}-{m.tgt_lang}-{arch or m.arch}"
 
 
+STOPPED_AT_TAG = "mtcore.tune.stopped_at_step"
+
+
 def close_children(parent, rows: list[TrialRow]) -> None:
     """Child runs of trials ASHA (or the budget) stopped: their process was killed mid-run, so end them here."""
     children = parent.children("mtcore.tune.trial_id")
@@ -149,7 +152,9 @@ def close_children(parent, rows: list[TrialRow]) -> None:
         r.mlflow_run_id = run.run_id
         status = run.status()
         if r.status == "STOPPED" and status in ("RUNNING", "FAILED"):
-            run.set_tags({"mtcore.tune.stopped_early": "true"})
+            # Its Train run goes on until it is killed, seconds later, and may log validations past the stop: the
+            # report reads the run up to this step, as the search judged it.
+            run.set_tags({"mtcore.tune.stopped_early": "true", STOPPED_AT_TAG: str(r.steps)})
             run.end("KILLED")
         elif r.status == "FAILED" and status != "FAILED":
             run.end("FAILED")
