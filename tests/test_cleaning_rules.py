@@ -397,6 +397,10 @@ def test_langs_hold_without_a_language_rule_and_in_any_case():
     assert cfg.to_dict()["languages"] == ["de", "en"] and "languages" not in build_config(["NonEmpty"]).to_dict()
     with pytest.raises(ConfigError, match="--langs en-EN: the two languages are the same"):
         build_config(["NonEmpty"]).with_languages("en", "EN")
+    # a language py3langid does not know (Cebuano): refused only by rules that ask for language ID
+    assert build_config(["NonEmpty", "Duplicates"]).with_languages("en", "ceb").languages == ("en", "ceb")
+    with pytest.raises(ConfigError, match="py3langid does not know \\['ceb'\\].*a rules file without it"):
+        build_config(["NonEmpty", "LanguageID"]).with_languages("en", "ceb")
 
 
 def test_a_language_with_its_region_as_opus_writes_it(tmp_path):

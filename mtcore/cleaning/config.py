@@ -81,8 +81,9 @@ class CleaningConfig:
             raise ConfigError(str(err)) from None
         base = [checks.base_language(lang) for lang in (src, tgt)]  # what langid and the rules know
         unknown = [lang for lang, b in zip((src, tgt), base) if b not in known_languages()]
-        if unknown:
-            raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}")
+        if unknown and any(r.name() == "LanguageID" for r in self.rules):  # the only rule that needs to know them
+            raise ConfigError(f"languages {src}-{tgt}: py3langid does not know {unknown}, so the LanguageID rule "
+                              "cannot judge them; clean with a rules file without it (--config FILE)")
         if base[0] == base[1]:
             raise ConfigError(f"languages {src}-{tgt}: two variants of one language; the language rule cannot tell them apart")
         if tuple(base) == NATIVE_PAIR[::-1]:  # the rules see the pair swapped (`sides_swapped`)
