@@ -484,6 +484,16 @@ def test_the_summary_keeps_its_columns_for_reused_stages():
     assert table[2].index("1,500") == table[3].index("3,000") and table[2].index("1,466") == table[3].index("2,900"), table
 
 
+def test_the_summary_row_counts_every_reject_reason():
+    """Four reasons were shown and the rest cut: 8 of a row's 9 rejects."""
+    from mtcore.backtranslation.pipeline import BTResult, stage_table
+
+    rejected = {"near_duplicate": 4, "untranslated": 2, "duplicate": 1, "length_ratio": 1, "test_overlap": 1}
+    stages = [{"stage": "clean", "input": 300, "kept": 291, "rejected": rejected}]
+    row = stage_table(BTResult(Path("o"), Path("o/a"), stages, [], "r", None, None, 1.0)).splitlines()[2]
+    assert row.endswith("near_duplicate 4, untranslated 2, duplicate 1, length_ratio 1, 1 more reason(s) 1"), row
+
+
 def test_a_refused_output_names_the_settings_that_changed(tmp_path):
     """It named the stages only, the same words for an edited --mono as for another --ratio."""
     from mtcore.backtranslation.stages import StageDir, check_output

@@ -511,7 +511,10 @@ def stage_table(result: BTResult) -> str:
     for r in result.stages:
         name = names[r["stage"]]
         if "input" in r:
-            reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(r.get("rejected", {}).items(), key=lambda kv: -kv[1])[:4])
+            ranked = sorted(r.get("rejected", {}).items(), key=lambda kv: -kv[1])
+            reasons = ", ".join(f"{k} {v:,}" for k, v in ranked[:4])
+            if len(ranked) > 4:  # the row's rejects add up: 8 were shown of 9 (report.json holds every reason)
+                reasons += f", {len(ranked) - 4} more reason(s) {sum(v for _, v in ranked[4:]):,}"
             lines.append(f"{name:<{w}}{r['input']:>9,}{r['kept']:>9,}  {reasons}")
         elif r["stage"] == "reverse_model":
             bleu = f"dev BLEU {r['dev_bleu']:.2f}" if r.get("dev_bleu") is not None else "given"

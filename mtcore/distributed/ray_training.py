@@ -320,7 +320,7 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
     storage = runs_storage()
     done = _finished_before(storage / run_name)
     _check_same_settings(storage / run_name, job, version, None if done else scaling)
-    if done is None:
+    if done is None or done[1] not in (None, tested_with(job)):  # trained, or tested again on another test set
         warn_leaks_and_repeats(job, train_data)
     dev, test = (str(Path(p).absolute()) for p in (job.job.dev_data, job.job.test_data))
     if done is not None and done[1] in (None, tested_with(job)):  # its MLflow run as it is: no empty run beside it
