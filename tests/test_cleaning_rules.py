@@ -45,6 +45,11 @@ CASES = [
     (LengthRatio(), "Cannot open the configuration file for reading", "Không thể", False),
     (LengthRatio(), "Irish", "Tiếng Ái Nhĩ Lan", True),  # short: not judged
     (LengthRatio(), "Quit", "Thoát khỏi Git", True),
+    # Correct CJK pairs of Debian catalogs that every wide character counted as 3 letters rejected
+    (LengthRatio(), "Error ejecting media", "メディアの取り出し中にエラーが発生しました", True),  # kana: 1.5
+    (LengthRatio(), "Undo", "操作を元に戻す", True),
+    (LengthRatio(), "An error occurred while setting a root directory", "设定根目录时出错", True),  # Han: 3.5
+    (LengthRatio(), "An error occurred while setting a root directory", "出错", False),
     (LengthRatio(), "Stop", "Dừng lại ngay bây giờ vì lý do an toàn của hệ thống và người dùng", False),
     (Untranslated(), "File not found", "File not found", False),
     (Untranslated(), "File not found.", "file not found", False),  # after lower-casing and punctuation

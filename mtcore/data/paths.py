@@ -12,6 +12,7 @@ DEV = DATA_DIR / "dev.parquet"
 TEST = DATA_DIR / "test.parquet"
 NEAR_MISS_DEV = DATA_DIR / "near_miss_dev.parquet"  # labelled near misses from the held-out splits (issue 21)
 OUTDATED_DEV = DATA_DIR / "outdated_dev.parquet"  # real outdated translations from the source catalogs (issue 21)
+CJK_CATALOGS = DATA_DIR / "cjk_catalogs.parquet"  # correct zh/ja/ko catalog pairs: length weights of wide scripts
 MONO_VI = DATA_DIR / "mono" / "vi.parquet"
 
 
