@@ -193,7 +193,15 @@ def test_train_encoder_with_ray_train_logs_to_mlflow(tmp_path, ray_local, mlflow
     assert run.data.metrics["p_at_1_en_vi"] == pytest.approx(result.metrics["p_at_1_en_vi"])
     assert "loss" in run.data.metrics and "total" not in run.data.metrics  # step-wise, from rank 0
     assert run.info.status == "FINISHED"
-    out = capsys.readouterr().out  # the user sees the workers' progress, the last step always
+    # the count line adds up: the pairs cleaning removed were in none of its figures
+    import re
+
+    said = capsys.readouterr()
+    line = next(ln for ln in (said.out + said.err).splitlines() if ln.startswith("encoder: ") and "training pairs" in ln)
+    n = {k: int(v.replace(",", "")) for v, k in re.findall(r"([\d,]+) (training pairs|read|removed by cleaning|held out|"
+                                                          r"reference pairs|excluded|over max_pairs)", line)}
+    assert n["read"] == sum(v for k, v in n.items() if k != "read") and n["removed by cleaning"] > 0, (line, n)
+    out = said.out  # the user sees the workers' progress, the last step always
     steps = re.findall(r"encoder step +(\d+)/(\d+)  loss", out)
     assert steps and steps[-1][0] == steps[-1][1], out
     enc = load_builtin(result.path)

@@ -93,3 +93,11 @@ def test_a_sampled_corpus_gives_the_same_vocabulary_in_every_process(tmp_path):
     digests = {subprocess.run([sys.executable, "-c", script, str(tmp_path / f"{i}.model")], capture_output=True, text=True,
                               check=True).stdout.strip() for i in range(3)}
     assert len(digests) == 1
+
+
+def test_a_vocabulary_too_small_names_the_setting_of_each_command(tmp_path):
+    """It named `job.character_coverage`, which train_encoder has not got."""
+    from mtcore.nmt.tokenizer import TokenizerError
+
+    with pytest.raises(TokenizerError, match="job.vocab_size=N; train_encoder: --vocab-size N"):
+        train_tokenizer(["下载更新时出错", "请稍后再试", "你确定吗"] * 20 + ["abc"], tmp_path / "t.model", vocab_size=40)

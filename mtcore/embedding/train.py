@@ -453,10 +453,13 @@ def train_encoder(
     table = corpus if isinstance(corpus, pa.Table) else read_corpus(corpus, src_lang=cfg.langs[0], tgt_lang=cfg.langs[1])
     n_input = len(table)
     table = presample(table, cfg)
+    n_sampled = len(table)
     table, cleaned_by = clean_for_training(table, cfg.langs)
+    n_cleaned = n_sampled - len(table)
     sort_keys = [(c, "ascending") for c in ("origin", "id") if c in table.column_names]
     train, held = split_heldout(table, cfg.heldout, cfg.seed, exclude_texts)
     train, reference = split_reference(train, cfg.reference_pairs, cfg.seed)
+    n_uncapped = len(train)
     if len(train) > cfg.max_pairs:
         train = train.take(pa.array(np.sort(np.random.default_rng(cfg.seed).permutation(len(train))[: cfg.max_pairs])))
     if sort_keys:
@@ -471,8 +474,13 @@ def train_encoder(
         hard = fuzzy_partners(train["src"].to_pylist(), train["tgt"].to_pylist(), origins).tolist()
 
     t0 = time.perf_counter()
-    progress_line(f"encoder: {len(train):,} training pairs ({n_input:,} read, {len(held):,} held out, {len(reference):,} "
-                  f"reference pairs); training its tokenizer")
+    excluded = n_sampled - n_cleaned - len(held) - len(reference) - n_uncapped  # texts of the excluded sets
+    progress_line(f"encoder: {len(train):,} training pairs ({n_input:,} read"
+                  + (f", {n_sampled:,} of them sampled" if n_sampled < n_input else "")
+                  + f", {n_cleaned:,} removed by cleaning, {len(held):,} held out, {len(reference):,} reference pairs"
+                  + (f", {excluded:,} excluded (texts it must not train on)" if excluded else "")
+                  + (f", {n_uncapped - len(train):,} over max_pairs" if n_uncapped > len(train) else "")
+                  + "); training its tokenizer")
     with tempfile.TemporaryDirectory() as tmp:
         # the texts as the encoder reads them (`reading_view`), once here for the tokenizer and every worker
         src, tgt = reading_view(train["src"].to_pylist()), reading_view(train["tgt"].to_pylist())

@@ -124,8 +124,9 @@ def train_tokenizer(
         if "Vocabulary size is smaller than required_chars" in str(err):
             raise TokenizerError(
                 f"vocab_size {vocab_size} is too small for this corpus: it needs room for 256 byte pieces, "
-                f"{len(RESERVED_SYMBOLS) + 4} special symbols and every character; raise it, or for Chinese or "
-                f"Japanese lower the character coverage (job.character_coverage=0.9995) ({err})"
+                f"{len(RESERVED_SYMBOLS) + 4} special symbols and every character; raise it (train, tune: "
+                f"job.vocab_size=N; train_encoder: --vocab-size N), or for Chinese or Japanese in train and tune lower "
+                f"the character coverage (job.character_coverage=0.9995) ({err})"
             ) from None
         raise
     model_path.write_bytes(buffer.getvalue())
