@@ -490,7 +490,8 @@ def test_a_tsv_whose_columns_stand_the_other_way_round_is_refused(tmp_path):
     backwards = tmp_path / "vi_en.tsv"
     backwards.write_text("".join(f"{v}\t{e}\n" for e, v in pairs), encoding="utf-8")
     with pytest.raises(CorpusError, match=r"vi_en.tsv: its columns, read in the order src<TAB>tgt as en and vi, read "
-                                          r"as vi and en: a vi-en file\? name its columns in a first line \(vi<TAB>en"):
+                                          r"as vi and en: a vi-en file \(--langs vi-en; job.corpus_langs for train and tune\)\? or "
+                                          r"name its columns in a first line \(vi<TAB>en"):
         read_corpus(backwards)
     assert read_corpus(backwards, src_lang="vi", tgt_lang="en")["src"].to_pylist() == [v for _, v in pairs]
     named = tmp_path / "named.tsv"
@@ -510,7 +511,8 @@ def test_a_parquet_whose_src_and_tgt_columns_hold_the_other_languages_is_refused
     t = pq.read_table(TEST).slice(0, 60)
     pq.write_table(pa.table({"src": t["tgt"], "tgt": t["src"]}), tmp_path / "swapped.parquet")
     with pytest.raises(CorpusError, match=r"swapped.parquet: the columns read as src and tgt \('src' and 'tgt'\) hold vi "
-                                          r"and en text; name them by language \('en' and 'vi'"):
+                                          r"and en text: a vi-en corpus \(--langs vi-en; job.corpus_langs for train and tune\), or "
+                                          r"name its columns by language \('en' and 'vi'"):
         read_corpus(tmp_path / "swapped.parquet")
     pq.write_table(pa.table({"vi": t["tgt"], "en": t["src"]}), tmp_path / "named.parquet")
     assert read_corpus(tmp_path / "named.parquet")["src"].to_pylist() == t["src"].to_pylist()

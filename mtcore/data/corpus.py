@@ -229,8 +229,9 @@ def read_tsv(path: str | Path, *, strict: bool = True, src_lang: str = "en", tgt
     if columns_swapped(src, tgt, src_lang, tgt_lang):  # a TSV's column order is a convention nothing in it states
         how = "read by its header" if picked is not None or header else "read in the order src<TAB>tgt"
         raise CorpusError(f"{path}: its columns, {how} as {src_lang} and {tgt_lang}, read as {tgt_lang} and "
-                          f"{src_lang}: a {tgt_lang}-{src_lang} file? name its columns in a first line "
-                          f"({tgt_lang}<TAB>{src_lang}: they are then read by name), or swap them")
+                          f"{src_lang}: a {tgt_lang}-{src_lang} file (--langs {tgt_lang}-{src_lang}; job.corpus_langs "
+                          f"for train and tune)? or name its columns in a first line ({tgt_lang}<TAB>{src_lang}: they "
+                          "are then read by name), or swap them")
     if repeated:
         log.warning("%s: the header row repeated at %d later line(s) (first at line %d; files joined with cat?): "
                     "skipped, not pairs", path, len(repeated), repeated[0])
@@ -504,8 +505,10 @@ def read_parquet(path: str | Path, src_lang: str = "en", tgt_lang: str = "vi") -
     sample = table.select(["src", "tgt"]).take(pa.array(range(0, len(table), max(1, len(table) // 2000)), pa.int64()))
     if columns_swapped(sample["src"].to_pylist(), sample["tgt"].to_pylist(), src_lang, tgt_lang):
         named = " and ".join(f"'{c}'" for c in (columns or fields))
-        raise CorpusError(f"{path}: the columns read as src and tgt ({named}) hold {tgt_lang} and {src_lang} text; "
-                          f"name them by language ('{src_lang}' and '{tgt_lang}': they are then read by name)")
+        raise CorpusError(f"{path}: the columns read as src and tgt ({named}) hold {tgt_lang} and {src_lang} text: "
+                          f"a {tgt_lang}-{src_lang} corpus (--langs {tgt_lang}-{src_lang}; job.corpus_langs for train "
+                          f"and tune), or name its columns by language ('{src_lang}' and '{tgt_lang}': they are then "
+                          "read by name)")
     return origin_and_id(table, path)
 
 
