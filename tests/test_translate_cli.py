@@ -375,3 +375,19 @@ def test_pyfunc_input_of_several_columns_without_src_is_refused_naming_them(run_
     frame = pd.DataFrame({"src": pd.array([SOURCES[0], pd.NA, ""], dtype="string")})
     out = translator.predict(None, frame, params={"beam": 1})
     assert out[1:] == ["", ""] and out[0] == translator.predict(None, [SOURCES[0]], params={"beam": 1})[0] != ""
+
+
+def test_evaluate_warns_when_the_references_are_in_another_language(ckpt, tmp_path, caplog):
+    """An en-de model scored against Vietnamese references printed BLEU 0.00 and nothing else."""
+    from mtcore.nmt import evaluate as evaluate_module
+
+    german = ["Die Datei kann nicht geöffnet werden", "Das Fenster ist sehr groß", "Wo ist der neue Ordner",
+              "Ich sehe ein kleines Haus", "Der Lehrer ist nicht hier", "Speichern Sie die Datei bitte jetzt"]
+    (tmp_path / "de.tsv").write_text("".join(f"{s}\t{t}\n" for (s, _), t in zip(PAIRS, german)), encoding="utf-8")
+    (tmp_path / "vi.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS[:6]), encoding="utf-8")
+    for name, warned in (("de.tsv", True), ("vi.tsv", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            assert evaluate_module.main(["--model", str(ckpt.path), "--test", str(tmp_path / name), "--samples", "0",
+                                         "--device", "cpu"]) == 0
+        assert ("its references read as de, not vi" in caplog.text) is warned, caplog.text

@@ -27,6 +27,7 @@ from mtcore.data import paths
 from mtcore import checks
 from mtcore.nmt.checkpoint import CheckpointError, checkpoint_dir, load_checkpoint
 from mtcore.data.corpus import read_corpus
+from mtcore.data.langid import other_language
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, evenly_spaced
 from mtcore.nmt.training import EMBEDDED_LANGS, corpus_languages, oriented_pairs
 from mtcore.runs import recorded_languages
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None, *, resolve: Callable[[str], Path] | None
         logging.getLogger(__name__).warning("--test %s: %d of %d references are empty (first: pair %d); they lower BLEU and chrF",
                                             args.test, len(empty), len(tgt), empty[0] + 1)
 
+    if other := other_language(tgt, ckpt.model_cfg.tgt_lang):  # said, not refused: the user may know better
+        logging.getLogger(__name__).warning("--test %s: its references read as %s, not %s, the model's target language: "
+                                            "the test set of another pair? BLEU against them measures nothing",
+                                            args.test, other, ckpt.model_cfg.tgt_lang)
     if blank := [i for i, s in enumerate(src) if is_blank(s)]:  # translate_lines gives them a blank hypothesis
         logging.getLogger(__name__).warning("--test %s: %d of %d sources are blank (first: pair %d); their hypotheses "
                                             "are blank", args.test, len(blank), len(src), blank[0] + 1)
