@@ -233,4 +233,5 @@ def test_chinese_and_japanese_paragraphs_are_cut_after_their_full_stops():
     assert split_sentences("下载更新时出错。请稍后再试！你确定吗？「好的。」然后继续。") == [
         "下载更新时出错。", "请稍后再试！", "你确定吗？", "「好的。」", "然后继续。"]
     assert split_sentences("更新に失敗しました。 もう一度お試しください。") == ["更新に失敗しました。", "もう一度お試しください。"]
+    assert split_sentences("本当？！それは無理。。。はい。") == ["本当？！", "それは無理。。。", "はい。"]
     assert split_sentences("Open the file. Then save it, e.g. as text.") == ["Open the file.", "Then save it, e.g. as text."]

@@ -557,3 +557,12 @@ def test_a_small_dev_or_test_set_read_the_wrong_way_round_is_refused(tmp_path):
     mixed = tmp_path / "mixed.tsv"  # one pair the other way round: a noisy small set, not a swapped one
     mixed.write_text(small.read_text(encoding="utf-8") + "Das ist ein kleines Haus\tThat is a small house\n", encoding="utf-8")
     assert read_corpus(mixed, src_lang="en", tgt_lang="de").num_rows == 4
+
+
+def test_references_of_a_close_language_are_not_another_pair():
+    """Correct Croatian references read as Serbian to py3langid: evaluate warned of a test set of another pair."""
+    from mtcore.data.langid import other_language
+
+    hr = ["Datoteka se ne može otvoriti", "Prozor je vrlo velik", "Gdje je nova mapa", "Vidim malu kuću",
+          "Učitelj nije ovdje", "Spremite datoteku sada molim"]
+    assert other_language(hr, "hr") is None and other_language(hr, "vi") in ("hr", "sr", "bs")

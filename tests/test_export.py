@@ -454,7 +454,7 @@ def test_exports_decode_with_the_runs_length_penalty_and_bound(ckpt, tokenizer, 
     assert (generation.length_penalty, generation.num_beams) == (1.3, 5)
     for out in (hf_out, ct2_out):
         record = json.loads((out / "mtcore_export.json").read_text())["decoding"]
-        assert record == {"beam": 5, "len_penalty": 1.3, "max_len_a": 0.5, "max_len_b": 2}
+        assert record == {"len_penalty": 1.3, "max_len_a": 0.5, "max_len_b": 2}  # no beam: the run's test beam is not kept
     runs = translate(ckpt.model, tokenizer, SOURCES, beam=1, max_len_a=0.5, max_len_b=2)
     assert runs != translate(ckpt.model, tokenizer, SOURCES, DecodeConfig(beam=1))  # the bound shows
     assert translate_hf(hf(hf_out), Tokenizer(hf_out / "spm.model"), SOURCES, beam=1) == runs

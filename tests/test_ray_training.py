@@ -363,3 +363,22 @@ def test_a_large_corpus_is_sampled_by_pairs_before_the_tokenizer_reads_it():
     assert len(texts) == 40 and texts == ray_training.tokenizer_texts(table, max_sentences=40)  # seeded
     assert [t[1:] for t in texts[:20]] == [t[1:] for t in texts[20:]]  # whole pairs: both sides of the same rows
     assert len(ray_training.tokenizer_texts(table)) == 200  # under the limit: every pair
+
+
+def test_the_corpus_encoded_once_is_made_again_for_another_tokenizer_file(toy_corpus, runs_dir):
+    """Its folder was named by the tokenizer folder's key and its code alone: a spm.model retrained in place (deleted
+    to retrain it) left the workers on the old ids, while dev and test were encoded by the new one."""
+    from mtcore.nmt.encoded import EncodedPairs
+    from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
+    from mtcore.nmt.training import toy_pairs
+
+    job = tiny_job(toy_corpus)
+    spm = ray_training.tokenizer_for(toy_corpus["train"], job)
+    first = ray_training.encoded_training_pairs(toy_corpus["train"], job, spm)
+    assert ray_training.encoded_training_pairs(toy_corpus["train"], job, spm) == first  # reused
+    assert EncodedPairs(first)[0] == tuple(Tokenizer(spm).encode(list(ray_training.load_pairs(toy_corpus["train"], job)[0])))
+    train_tokenizer([s for p in toy_pairs(360) for s in p], spm, vocab_size=450)  # retrained in place
+    second = ray_training.encoded_training_pairs(toy_corpus["train"], job, spm)
+    assert second != first and EncodedPairs(second)[0] == tuple(
+        Tokenizer(spm).encode(list(ray_training.load_pairs(toy_corpus["train"], job)[0])))
+    assert oct(second.stat().st_mode & 0o777) != "0o700"  # mkdtemp's mode would keep other users' workers out

@@ -400,7 +400,6 @@ def _ddp_agreement_worker(rank: int, world: int, store: str, spm: str, states: l
     import torch.distributed as dist
 
     import mtcore.nmt.training as training
-    from mtcore.nmt.checkpoint import CheckpointError
     from mtcore.nmt.tokenizer import Tokenizer
 
     torch.set_num_threads(1)
@@ -415,7 +414,7 @@ def _ddp_agreement_worker(rank: int, world: int, store: str, spm: str, states: l
     tok = Tokenizer(spm)
     try:
         fit(quick(max_steps=8), TINY, PAIRS, PAIRS[:8], tok, state=torch.load(states[rank], weights_only=False))
-    except CheckpointError as err:
+    except training.ResumeMismatch as err:
         record["resume"] = str(err)
     result = fit(quick(max_steps=50), TINY, PAIRS, PAIRS[:8], tok, on_update=lambda ts, _: rank == 0 and ts.step >= 3)
     record |= {"steps": result.steps, "reason": result.stop_reason}

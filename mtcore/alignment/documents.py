@@ -366,7 +366,7 @@ _SECTION_NUMBER = re.compile(r"^(\d+|[A-Z])(\.\d+)*\.$")  # "1.", "1.1.", "A.2."
 
 # Chinese and Japanese end a sentence with 。！？ (and a closing quote or bracket), with no space after: every
 # Chinese paragraph stayed one sentence, and no sentence of it could be aligned.
-_CJK_END = re.compile(r"(?<=[。！？])(?![」』”’）)\]\"'])\s*|(?<=[。！？][」』”’）)\]\"'])\s*")
+_CJK_END = re.compile(r"(?<=[。！？])(?![。！？」』”’）)\]\"'])\s*|(?<=[。！？][」』”’）)\]\"'])\s*")  # ？！ is one end
 
 
 def split_sentences(paragraph: str) -> list[str]:

@@ -66,7 +66,13 @@ def other_language(texts: list[str], lang: str, *, sample: int = 200, min_rows: 
     for text in picked:
         found = ident.classify(text)[0]
         votes[found] = votes.get(found, 0) + 1
+    kin = next((g for g in CLOSE_LANGUAGES if base in g), {base})  # Croatian references read as Serbian
     top = max(votes, key=votes.get)
-    if top != base and votes[top] >= 0.5 * len(picked) and votes.get(base, 0) < 0.2 * len(picked):
+    if top not in kin and votes[top] >= 0.5 * len(picked) and sum(votes.get(k, 0) for k in kin) < 0.2 * len(picked):
         return top
     return None
+
+
+# Languages py3langid confuses with each other on short texts: one of them read as another is not another pair.
+CLOSE_LANGUAGES = ({"bs", "hr", "sr"}, {"id", "ms"}, {"da", "nb", "nn", "no"}, {"cs", "sk"}, {"es", "gl", "ca"},
+                   {"pt", "gl"}, {"ru", "uk", "be", "bg", "mk"}, {"hi", "mr", "ne"}, {"zh", "ja"})

@@ -77,13 +77,13 @@ def init_ray(num_cpus: int | None = None, object_store_memory: int | None = None
 def running_instance() -> str | None:
     """The address of the Ray instance `ray start` left running on this machine (what `ray.init()` without an
     address joins: Ray's ray_current_cluster file), if one answers there; a stale file names a dead one."""
-    from ray._common.utils import get_ray_address_file
-
     try:
+        from ray._common.utils import get_ray_address_file  # private: where `ray start` writes its address
+
         address = Path(get_ray_address_file(None)).read_text().strip()
         host, _, port = address.rpartition(":")
         socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
-    except (OSError, ValueError):
+    except (ImportError, OSError, ValueError):  # another Ray keeps it elsewhere: start a local instance, as before
         return None
     return address
 

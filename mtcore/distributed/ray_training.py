@@ -332,27 +332,42 @@ def prepare_inputs(job: TrainingJob, parent_run_id: str | None = None,
     # to retrain it, or --overwrite): a new MLflow run, or the old run's points up to its last step hid the new ones.
     resumes = done is not None or any((storage / run_name).glob("checkpoint_*"))
     run = open_mlflow_run(job, run_name, train_data, parent_run_id, version, fresh=not resumes)
-    encoded = encoded_training_pairs(train_data, job, spm)
+    # a finished run tested again on another test set trains nothing: nothing to encode
+    encoded = "" if done is not None else str(encoded_training_pairs(train_data, job, spm).absolute())
     return PreparedInputs(train_data, dev, test, str(spm.absolute()), run.uri, run.run_id, run_name, str(storage.absolute()),
-                          encoded=str(encoded.absolute()))
+                          encoded=encoded)
 
 
 def encoded_training_pairs(train_data: str, job: TrainingJob, spm: Path) -> Path:
     """The training pairs in the model's direction, encoded by the run's tokenizer once (beside it: its folder's
     name holds the data version, columns, train_limit and vocabulary) for every worker to memory-map."""
+    import hashlib
+
+    import sentencepiece
+
     from mtcore.nmt.encoded import is_encoded, write_encoded
     from mtcore.nmt.tokenizer import Tokenizer
     from mtcore.runs import code_version
 
     model = job.run.model
-    directory = spm.parent / f"encoded-{model.src_lang}-{model.tgt_lang}-{code_version('mtcore.nmt.encoded')[:8]}"
-    if not is_encoded(directory):
-        from mtcore.console import progress_line
+    # What the ids depend on beyond the tokenizer folder's name (data version, columns, train_limit, vocabulary):
+    # the model file itself (deleted and retrained in place), SentencePiece's version, and the code that reads,
+    # orients and encodes the pairs.
+    key = hashlib.sha256(spm.read_bytes() + sentencepiece.__version__.encode() + code_version(
+        "mtcore.nmt.encoded", "mtcore.data.corpus", "mtcore.nmt.training", "mtcore.distributed.ray_training").encode())
+    directory = spm.parent / f"encoded-{model.src_lang}-{model.tgt_lang}-{key.hexdigest()[:12]}"
+    if is_encoded(directory):  # what reading the pairs would have said (rank 0 said it on every run before)
+        from mtcore.data.corpus import read_corpus
 
-        pairs = load_pairs(train_data, job, job.job.train_limit)
-        progress_line(f"encoding {len(pairs):,} training pairs once, for every worker")
-        write_encoded(pairs, Tokenizer(spm), directory)
-    return directory
+        langs = columns_of(job, train_data)
+        check_synthetic_side(read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1]), train_data, job, langs,
+                             job.job.train_limit)
+        return directory
+    from mtcore.console import progress_line
+
+    pairs = load_pairs(train_data, job, job.job.train_limit)
+    progress_line(f"encoding {len(pairs):,} training pairs once, for every worker")
+    return write_encoded(pairs, Tokenizer(spm), directory)
 
 
 TEST_KEYS = {"test": "job.test_data", "limit": "job.test_limit", "beam": "job.test_beam"}

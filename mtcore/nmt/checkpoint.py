@@ -295,7 +295,10 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
     10 minutes). All must share the config and SentencePiece model. Saved to `out_dir` if given."""
     if not directories:
         raise CheckpointError("no checkpoints to average")
-    distinct_checkpoints(directories)
+    try:
+        distinct_checkpoints(directories)
+    except ValueError as err:  # the refusals of this function are CheckpointErrors, whoever finds them
+        raise CheckpointError(str(err)) from None
     metas = [read_meta(d) for d in directories]
     for d, m in zip(directories[1:], metas[1:]):
         if m["model"] != metas[0]["model"]:
@@ -304,7 +307,10 @@ def average_checkpoints(directories: Sequence[str | Path], out_dir: str | Path |
         if m["tokenizer"]["sha256"] != metas[0]["tokenizer"]["sha256"]:
             raise CheckpointError(f"{d}: SentencePiece model differs from {directories[0]}")
     last = load_checkpoint(directories[-1])
-    avg = mean_state((torch_load(Path(d) / WEIGHTS) for d in directories), names=[str(d) for d in directories])
+    try:
+        avg = mean_state((torch_load(Path(d) / WEIGHTS) for d in directories), names=[str(d) for d in directories])
+    except ValueError as err:
+        raise CheckpointError(str(err)) from None
     load_weights(last.model, avg, "average")
     if out_dir is not None:
         metrics = {"averaged_from": [str(d) for d in directories]}

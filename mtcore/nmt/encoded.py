@@ -45,6 +45,9 @@ def write_encoded(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, direct
         for side, (ids, offsets) in sides.items():
             np.save(tmp / f"{side}_ids.npy", np.concatenate(ids) if ids else np.zeros(0, np.int32))
             np.save(tmp / f"{side}_offsets.npy", np.concatenate(offsets))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would keep the workers of another user (or uid) out
         try:
             os.rename(tmp, directory)
         except OSError:  # another process finished first: its arrays are the same

@@ -122,12 +122,13 @@ def _written_whole(out: Path, force: bool, source: Path) -> Iterator[Path]:
 
 
 def _write_info(ckpt: Checkpoint, out: Path, fmt: str, decode: DecodeConfig | None = None, **extra) -> None:
-    """The export's record; `decoding`: the settings to translate as the run did (`run_decode`)."""
+    """The export's record; `decoding`: the length penalty and bound to translate as the run did (`run_decode`; the
+    checkpoint does not keep the run's test beam, so no beam is recorded)."""
     decode = decode or run_decode(ckpt.train_cfg)
     info = {"format": fmt, "checkpoint": str(Path(ckpt.path).resolve()), "step": ckpt.meta.get("step"),
             "direction": ckpt.model_cfg.direction, "model": ckpt.model_cfg.to_dict(), "tokenizer": ckpt.meta["tokenizer"],
             "input": "NFC text, whitespace runs as one space (mtcore.nmt.tokenizer.normalize), SentencePiece pieces + '</s>'",
-            "decoding": {k: getattr(decode, k) for k in ("beam", "len_penalty", "max_len_a", "max_len_b")}, **extra}
+            "decoding": {k: getattr(decode, k) for k in ("len_penalty", "max_len_a", "max_len_b")}, **extra}
     (out / INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

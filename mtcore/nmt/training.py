@@ -43,7 +43,6 @@ import torch
 import torch.distributed as dist
 
 from mtcore.nmt.averaging import WeightSnapshots
-from mtcore.nmt.checkpoint import CheckpointError
 from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_batches
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
@@ -175,17 +174,22 @@ def _every_rank(flag: bool, device: torch.device) -> bool:
     return _all_sum([float(flag)], device)[0] == dist_info()[1]
 
 
+class ResumeMismatch(RuntimeError):
+    """Ranks resumed from different checkpoints. Not a user error: a retry (a checkpoint copied by then) may cure it."""
+
+
 def _check_same_resume_point(ts: TrainState, device: torch.device) -> None:
     """Every rank resumed at the same step, epoch and batch: each reads the checkpoint on its own node, and one that
     fell back to an older checkpoint (a damaged or half-copied latest one) would run other collectives and hang."""
     if dist_info()[1] == 1:
         return
     here = [float(ts.step), float(ts.epoch), float(ts.groups_done)]
-    total = _all_sum(here + [1.0], device)
-    if any(abs(t - h * total[-1]) > 0.5 for t, h in zip(total, here)):
-        raise CheckpointError(f"the ranks resumed from different checkpoints (this rank: step {ts.step}, epoch "
-                                 f"{ts.epoch}); a rank's latest checkpoint is damaged or not yet copied to its node: "
-                                 "check the run's storage, which every node must see alike")
+    t = torch.tensor(here + [-v for v in here], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the max of each value and of its negation: equal only if all agree
+    if any(hi != -lo for hi, lo in zip(t[:3].tolist(), t[3:].tolist())):
+        raise ResumeMismatch(f"the ranks resumed from different checkpoints (this rank: step {ts.step}, epoch "
+                             f"{ts.epoch}); a rank's latest checkpoint is damaged or not yet copied to its node: "
+                             "check the run's storage, which every node must see alike")
 
 
 def update_seed(seed: int, rank: int, step: int) -> int:
@@ -538,7 +542,7 @@ def fit(
                     stop_reason = "patience"
             if not stop_reason and train_cfg.max_steps and ts.step >= train_cfg.max_steps:
                 stop_reason = "max_steps"
-            if not stop_reason and (on_update is not None or budget):
+            if not stop_reason and (on_update is not None or budget or world > 1):  # every rank reduces, always
                 asked, over = _all_sum([float(stop_asked), float(bool(budget) and ts.train_seconds >= budget)], device)
                 stop_reason = "callback" if asked else "time_budget" if over else ""
             if stop_reason:

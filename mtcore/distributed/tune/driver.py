@@ -175,7 +175,8 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
     # Once, before any trial: the cleaned corpus and the tokenizer that every trial shares.
     lineage = ray_training.data_lineage_tags(tj.base.job.train_data) if tj.base.job.train_data else {}
     train_data = ray_training.resolve_train_data(tj.base)
-    ray_training.tokenizer_for(train_data, tj.base)
+    spm = ray_training.tokenizer_for(train_data, tj.base)
+    ray_training.encoded_training_pairs(train_data, tj.base, spm)  # here, or every concurrent trial encoded it too
     base = tj.base.with_overrides([f"job.train_data={train_data}", f"job.experiment={tj.search.experiment}"])
     parent = _open_parent_run(tj, name, plan, train_data, resume, lineage)
     try:
