@@ -308,7 +308,7 @@ def test_a_data_error_on_the_workers_is_one_line_and_not_read_again_by_each_retr
     job = tiny_job(toy_corpus, run_name="nothing-fits", log_model=False, workers=1, max_failures=1)
     job = job.with_overrides(["train.max_len=2"])
     lines: list[str] = []
-    with pytest.raises(ray_training.JobError, match=r"failed: none of the 240 training pairs fits `train.max_len` \(2 pieces"):
+    with pytest.raises(ray_training.JobError, match=r"failed: `train.max_len` \(2 pieces a side\) fits none of the 240 training pairs"):
         ray_training.run_training(job, progress_echo=lines.append)
     assert sum("and 30 dev pairs on each of" in line for line in lines) == 1, lines  # not again by the retry
     runs = mlflow.MlflowClient(mlflow_uri).search_runs([mlflow.get_experiment_by_name("train_transformer").experiment_id],

@@ -399,8 +399,9 @@ def fit(
         train, why = encode_pairs_counted(tokenizer, train_pairs, train_max)
     skipped = sum(why.values())
     if not train:
-        raise BatchingError(f"none of the {len(train_pairs):,} training pairs fits `{'train.' * (train_bound == 'max_len')}"
-                            f"{train_bound}` ({train_max} pieces a side, both sides non-empty); raise it or check the corpus")
+        key = f"{'train.' * (train_bound == 'max_len')}{train_bound}"  # first: a search's trial table cuts errors short
+        raise BatchingError(f"`{key}` ({train_max} pieces a side) fits none of the {len(train_pairs):,} training pairs "
+                            f"(both sides non-empty); raise it or check the corpus")
     if skipped and rank == 0:
         reasons = [f"{why['too_long']} longer than {train_bound}={train_max}"] * bool(why["too_long"]) + [
             f"{why['empty']} with an empty side"] * bool(why["empty"])
