@@ -166,10 +166,6 @@ def _all_sum(values: list[float], device: torch.device) -> list[float]:
     return t.tolist()
 
 
-def _any_rank(flag: bool, device: torch.device) -> bool:
-    return _all_sum([float(flag)], device)[0] > 0
-
-
 def _every_rank(flag: bool, device: torch.device) -> bool:
     return _all_sum([float(flag)], device)[0] == dist_info()[1]
 
