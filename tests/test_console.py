@@ -126,7 +126,7 @@ def test_a_run_whose_workers_do_not_start_says_it_is_waiting(tmp_path):
 
     said = []
     with follow_progress(tmp_path / "progress.log", said.append, waiting=lambda: "still waiting", wait_s=0.2):
-        time.sleep(1.0)
+        time.sleep(2.0)
     assert said.count("still waiting") >= 2
     said.clear()
     (tmp_path / "progress.log").write_text("")  # a resumed run's earlier lines are not repeated

@@ -39,10 +39,12 @@ def follow_progress(path: Path, echo=print, waiting=None, wait_s: float = 90.0):
     `waiting()`: a line said every `wait_s` until the run writes its first line. Ray Train waits for free CPUs or
     GPUs without end and without a word (a job holding them, nodes still joining): the user sees why."""
     stop = threading.Event()
+    # Where the run's new lines start, taken here and not in the thread: a line written before the thread ran was
+    # skipped as an old one (a resumed run's old lines are not repeated).
+    first = path.stat().st_size if path.exists() else 0
 
     def tail() -> None:
-        offset = path.stat().st_size if path.exists() else 0  # a resumed run's old lines are not repeated
-        started, noted = offset, time.monotonic()
+        offset, started, noted = first, first, time.monotonic()
         while True:
             if path.exists():
                 with path.open(encoding="utf-8") as fh:
