@@ -88,21 +88,29 @@ def translate_ctranslate2(
     kw = _settings(tokenizer, len_penalty=len_penalty, max_len_a=max_len_a, max_len_b=max_len_b)
     banned = [[sp.id_to_piece(PAD_ID)], [sp.id_to_piece(BOS_ID)]]  # mtcore never generates them
 
+    def decode(batch, limit: int) -> list[list[int]]:
+        pieces = [[sp.id_to_piece(i) for i in ids[:-1]] for ids in batch]
+        # max_input_length=0: sources come cut to the position table, with a warning (`encode_sources`); CTranslate2
+        # would cut them again at 1024 tokens, silently, for a model with a longer table
+        results = translator.translate_batch(
+            pieces, beam_size=beam, length_penalty=kw["len_penalty"], max_decoding_length=limit,
+            max_input_length=0, suppress_sequences=banned, max_batch_size=0,
+        )
+        return [[sp.piece_to_id(p) for p in r.hypotheses[0]] for r in results]
+
+    return _translated(tokenizer, texts, decode, batch_size, kw, max_positions)
+
+
+def _translated(tokenizer: Tokenizer, texts: Sequence[str], decode, batch_size: int, kw: dict, max_positions: int) -> list[str]:
+    """Both runtimes' loop: sources cut to the position table, batched by length with their own output bound,
+    `decode(batch, limit)` -> token ids per source; a blank source gives a blank translation."""
     def filled(some: list[str]) -> list[str]:
         sources = encode_sources(tokenizer, some, max_len=max_positions - 1)
         out: list[list[int]] = [[] for _ in sources]
         for idx, batch, limit in _batches(sources, batch_size, kw["max_len_a"], kw["max_len_b"], max_positions):
-            if limit == 0:
-                continue
-            pieces = [[sp.id_to_piece(i) for i in ids[:-1]] for ids in batch]
-            # max_input_length=0: sources come cut to the position table, with a warning (`encode_sources`); CTranslate2
-            # would cut them again at 1024 tokens, silently, for a model with a longer table
-            results = translator.translate_batch(
-                pieces, beam_size=beam, length_penalty=kw["len_penalty"], max_decoding_length=limit,
-                max_input_length=0, suppress_sequences=banned, max_batch_size=0,
-            )
-            for i, r in zip(idx, results):
-                out[i] = [sp.piece_to_id(p) for p in r.hypotheses[0]]
+            if limit:
+                for i, ids in zip(idx, decode(batch, limit)):
+                    out[i] = ids
         return tokenizer.decode(out)
     return blanks_kept(texts, filled)
 
@@ -124,18 +132,13 @@ def translate_hf(
     max_positions = model.config.max_position_embeddings
     kw = _settings(tokenizer, len_penalty=len_penalty, max_len_a=max_len_a, max_len_b=max_len_b)
 
-    def filled(some: list[str]) -> list[str]:
-        sources = encode_sources(tokenizer, some, max_len=max_positions - 1)
-        out: list[list[int]] = [[] for _ in sources]
-        for idx, batch, limit in _batches(sources, batch_size, kw["max_len_a"], kw["max_len_b"], max_positions):
-            if limit == 0:
-                continue
-            src = pad(batch)
-            # greedy: HF warns about an unused penalty
-            beam_kw = dict(length_penalty=kw["len_penalty"]) if beam > 1 else {}
-            gen = model.generate(input_ids=src, attention_mask=src != PAD_ID, num_beams=beam, do_sample=False,
-                                 max_new_tokens=limit, max_length=None, **beam_kw)
-            for i, row in zip(idx, gen[:, 1:].tolist()):  # drop the decoder start
-                out[i] = row[: row.index(EOS_ID)] if EOS_ID in row else [t for t in row if t != PAD_ID]
-        return tokenizer.decode(out)
-    return blanks_kept(texts, filled)
+    def decode(batch, limit: int) -> list[list[int]]:
+        src = pad(batch)
+        # greedy: HF warns about an unused penalty
+        beam_kw = dict(length_penalty=kw["len_penalty"]) if beam > 1 else {}
+        gen = model.generate(input_ids=src, attention_mask=src != PAD_ID, num_beams=beam, do_sample=False,
+                             max_new_tokens=limit, max_length=None, **beam_kw)
+        return [row[: row.index(EOS_ID)] if EOS_ID in row else [t for t in row if t != PAD_ID]
+                for row in gen[:, 1:].tolist()]  # without the decoder start
+
+    return _translated(tokenizer, texts, decode, batch_size, kw, max_positions)
