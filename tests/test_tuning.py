@@ -19,6 +19,7 @@ from mtcore.distributed import tune as tuning
 from mtcore.distributed.tune import driver, resources
 from mtcore.config import ConfigError
 from mtcore.distributed.tune import DEFAULT_SEARCH, SearchConfig, TuneError, TuneJob, plan_resources
+from mtcore.distributed.tune.space import AshaConfig, flat_trial_values
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "experiments" / "configs" / "tune_tiny.yaml"
@@ -301,6 +302,35 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
     assert [r.values["train.lr_scale"] for r in out.rows] == [2.0, 0.001, 3.0]
     assert out.rows[1].stopped_early and out.rows[2].status != "FAILED" and out.rows[2].steps > 0, out.rows
     assert not held_worker_groups()
+
+
+def test_halving_pauses_every_trial_at_the_rung_and_resumes_only_the_best(ray_local, mlflow_uri, runs_dir, toy_corpus):
+    # Four trials, one at a time: each trains to the rung (step 8) and waits there; once all four have, the best half
+    # by dev loss go on and the two that cannot learn (lr_scale 0.001) stop. The last to arrive (lr 3) goes straight
+    # on; the other winner is restarted, and Ray Train resumes its run from the step-8 checkpoint.
+    space = {"train.lr_scale": {"grid": [0.001, 2.0, 0.0011, 3.0]}}
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=16", "train.validate_every=8"], num_samples=1,
+                     scheduler="halving", register_as="-",
+                     asha=AshaConfig(metric="dev/loss", grace_period=8, reduction_factor=2))
+    starts = []
+
+    class Starts(Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            starts.append(flat_trial_values(trial.config)["train.lr_scale"])
+
+    out = tuning.run_search(tj, tune_callbacks=[Starts()], verbose=0)
+    by_lr = sorted(out.rows, key=lambda r: r.values["train.lr_scale"])
+    assert [(r.status, r.steps) for r in by_lr] == [("STOPPED", 8), ("STOPPED", 8), ("COMPLETED", 16), ("COMPLETED", 16)], out.rows
+    assert starts == [0.001, 2.0, 0.0011, 3.0, 2.0]  # every trial reached the rung before any went on
+    resumed = by_lr[2]  # lr 2: paused at step 8, then restarted
+    log = next((runs_dir / "ray_train").glob(f"{resumed.trial_id}-*/progress.log")).read_text()
+    assert "resuming from step 8" in log and log.count("step      4 ") == 1  # 16 steps in all, not 8 + 16
+    client = mlflow.MlflowClient(mlflow_uri)
+    for r in by_lr[2:]:  # one MLflow run per trial, each validation logged once across the restart
+        assert [m.step for m in client.get_metric_history(r.mlflow_run_id, "dev/loss")] == [8, 16]
+    # Its minutes before the pause count too: Tune's own clock (time_total_s) restarts at 0 with the trial.
+    assert resumed.minutes > max(x.minutes for x in by_lr[:2]) + 0.1, out.rows
+    assert out.best in by_lr[2:] and not held_worker_groups()
 
 
 def test_a_worker_group_is_orphaned_once_the_actor_that_made_it_dies(ray_local):

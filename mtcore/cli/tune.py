@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     ap.add_argument("--workers-per-trial", type=int, help="Ray Train workers per trial (default: 2 CPU workers, or 1 GPU)")
     ap.add_argument("--gpus-per-worker", type=int, choices=(0, 1), help="0: CPU workers; 1: one GPU per worker (default: 1 if the cluster has GPUs)")
     ap.add_argument("--concurrent-trials", type=int, help="trials at once (default: as many as the CPUs/GPUs allow)")
-    ap.add_argument("--scheduler", choices=SCHEDULERS, help="asha: early stopping at validations (on search.asha.metric: dev loss in the default search, dev BLEU where a --config search leaves it unset); fifo: every trial runs to the end")
+    ap.add_argument("--scheduler", choices=SCHEDULERS, help="asha: early stopping at validations (on search.asha.metric: dev loss in the default search, dev BLEU where a --config search leaves it unset); halving: every trial trains to the first rung and waits, then the best 1/rf go on (same rungs); fifo: every trial runs to the end")
     ap.add_argument("--search", choices=SEARCHERS, help="random (always available) or optuna (optional dependency)")
     ap.add_argument("--seed", type=int, help="sampling seed: the same seed samples the same configurations")
     ap.add_argument("--time-budget", type=float, metavar="MIN", help="wall-clock minutes for the whole search")

@@ -17,6 +17,7 @@ from mtcore.distributed import ray_training
 from mtcore.runs import home
 from mtcore.distributed.tune.resources import (STOPPED_TRIAL_KILL_S, TRIAL_DRIVER_RESOURCES, ResourcePlan, plan_resources,
                                               release_after_search, release_callback)
+from mtcore.distributed.tune.halving import halving_generator, halving_rungs, sync_halving
 from mtcore.distributed.tune.progress import progress_callback, quiet_tune_output
 from mtcore.distributed.tune.results import SearchOutcome, close_children, finish_search, trial_rows, trial_states
 from mtcore.distributed.tune.space import METRIC, RUNG_METRICS, TIME_ATTR, TuneError, TuneJob, base_point, param_space
@@ -45,13 +46,17 @@ def _open_parent_run(tj: TuneJob, name: str, plan: ResourcePlan, train_data: str
     return open_run(tj.search.experiment, name, tags=tags, params=params, continue_named=resume)
 
 
-def _scheduler(tj: TuneJob):
+def _scheduler(tj: TuneJob, concurrent: int):
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     if tj.search.scheduler == "fifo":
         return FIFOScheduler()  # the best trial is picked by dev BLEU afterwards, whatever the scheduler
     a = tj.search.asha
     grace, max_t = _asha_bounds(tj)
+    if tj.search.scheduler == "halving":
+        return sync_halving(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric],
+                            rungs=halving_rungs(grace, a.reduction_factor, max_t), reduction_factor=a.reduction_factor,
+                            expected=tj.search.trials, max_running=concurrent)
     # stop_last_trials=False: a trial that reaches max_t ends by itself (test BLEU, artifacts), not killed.
     return ASHAScheduler(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric], grace_period=grace,
                          reduction_factor=a.reduction_factor, max_t=max_t, stop_last_trials=False)
@@ -82,14 +87,20 @@ def describe_scheduler(tj: TuneJob) -> str:
     if v:
         judged = [min(-(-x // v) * v, t.max_steps or 10**18) for x in rungs]
         when = f"; judged at the validations of steps {', '.join(f'{x:,}' for x in judged)}" if judged != rungs else ""
-    return (f"asha on {a.metric}: keeps the best 1/{a.reduction_factor} at steps {at}"
+    rule = ("halving" if tj.search.scheduler == "halving" else "asha") + f" on {a.metric}: "
+    rule += ("every trial waits at each rung until all have reached it, then the best 1/"
+             if tj.search.scheduler == "halving" else "keeps the best 1/")
+    return (f"{rule}{a.reduction_factor} at steps {at}"
             + (f" (of {t.max_steps:,}{when})" if t.max_steps else f" (runs end on their time budget{when})"))
 
 
-def _searcher(tj: TuneJob, concurrent: int):
+def _searcher(tj: TuneJob, concurrent: int, scheduler=None):
     from ray.tune.search import BasicVariantGenerator
 
     points = [base_point(tj)] if tj.search.start_from_base else None
+    if tj.search.search == "random" and scheduler is not None and tj.search.scheduler == "halving":
+        # a paused trial would count against max_concurrent: the scheduler's free slots limit the trials instead
+        return halving_generator(scheduler, random_state=tj.search.seed, points_to_evaluate=points)
     if tj.search.search == "random":  # Tune ignores max_concurrent_trials for a generator: it limits itself
         return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent, points_to_evaluate=points)
     check_searcher(tj)
@@ -116,8 +127,11 @@ def check_searcher(tj: TuneJob) -> None:
                 raise TuneError(f"search.start_from_base: the base job's {p.key}={value!r} is outside the search space's "
                                 f"{p.describe()}, and Optuna can only start from a point of its space; add it to the "
                                 "space, or pass search.start_from_base=false (random search starts from it anyway)")
+    if tj.search.scheduler == "halving" and tj.search.search != "random":  # its trials wait paused at a rung, which
+        # a searcher's concurrency limit counts as running: no trial after the first would ever start
+        raise TuneError(f"--scheduler halving works with --search random, not {tj.search.search}; use --scheduler asha")
     t, grace = tj.base.run.train, _asha_bounds(tj)[0]
-    if tj.search.scheduler == "asha" and t.max_steps and grace >= t.max_steps:
+    if tj.search.scheduler in ("asha", "halving") and t.max_steps and grace >= t.max_steps:
         raise TuneError(f"ASHA's first rung (search.asha.grace_period, or train.validate_every: step {grace:,}) is not "
                         f"before train.max_steps ({t.max_steps:,}): it would stop no trial; lower the grace period, or "
                         "use --scheduler fifo")
@@ -192,6 +206,7 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
         # itself, so its workers would keep their CPUs for 10 minutes while the next trial waits: kill it soon.
         os.environ.setdefault("TUNE_FORCE_TRIAL_CLEANUP_S", str(STOPPED_TRIAL_KILL_S))
         progress = [progress_callback(tj.search.space, _expected_trials(tj))] if verbose >= 1 else []
+        scheduler = _scheduler(tj, plan.concurrent_trials)
         if resume:
             tuner = tune.Tuner.restore(str(path), trainable=trainable)
         else:
@@ -199,8 +214,8 @@ def run_search(tj: TuneJob, *, resume: bool = False, overwrite: bool = False, tu
                 trainable,
                 param_space=param_space(tj.search.space),
                 tune_config=tune.TuneConfig(
-                    num_samples=tj.search.num_samples, scheduler=_scheduler(tj),  # metric: set on each of them
-                    search_alg=_searcher(tj, plan.concurrent_trials),
+                    num_samples=tj.search.num_samples, scheduler=scheduler,  # metric: set on each of them
+                    search_alg=_searcher(tj, plan.concurrent_trials, scheduler),
                     max_concurrent_trials=plan.concurrent_trials if tj.search.search != "random" else None,
                     time_budget_s=tj.search.time_budget_min * 60 or None,
                 ),

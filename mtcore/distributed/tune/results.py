@@ -31,7 +31,7 @@ class TrialRow:
     steps: int
     best_dev_bleu: float
     test_bleu: float | None
-    minutes: float  # time the trial held its workers (Tune's time_total_s)
+    minutes: float  # time the trial held its workers (its results' time_this_iter_s, over every restart)
     checkpoint: str | None  # best checkpoint (by dev BLEU) the trial left
     mlflow_run_id: str | None
     error: str = ""
@@ -93,7 +93,12 @@ def trial_rows(grid, states: dict[str, tuple[str, str]]) -> list[TrialRow]:
             if "dev/loss" in df and df["dev/loss"].notna().any():
                 dev_loss = float(df["dev/loss"].min())
             steps = int(df[TIME_ATTR].max()) if TIME_ATTR in df else 0
-            minutes = float(df["time_total_s"].max()) / 60 if "time_total_s" in df else 0.0
+            # Summed over results, not Tune's time_total_s: that restarts at 0 when a trial restarts (a paused trial
+            # of `halving`, or one resumed after Ctrl-C), and would drop the minutes before the restart.
+            if "time_this_iter_s" in df:
+                minutes = float(df["time_this_iter_s"].sum()) / 60
+            elif "time_total_s" in df:
+                minutes = float(df["time_total_s"].max()) / 60
         if "final/best_checkpoint" in last:
             ckpt = last["final/best_checkpoint"]
         if result.error is not None:

@@ -36,7 +36,7 @@ METRIC = "dev/bleu"  # what ASHA and the searchers maximise; reported at each va
 TIME_ATTR = "step"  # ASHA's clock: the training step of the validation
 RUNG_METRICS = dict(BEST_METRICS.values())  # what ASHA may compare at its rungs: the metrics that can pick a checkpoint
 KINDS = ("choice", "grid", "uniform", "loguniform", "randint")
-SCHEDULERS = ("asha", "fifo")
+SCHEDULERS = ("asha", "halving", "fifo")
 SEARCHERS = ("random", "optuna")
 MAX_COMBINATIONS = 20_000  # beyond this, combinations are checked pairwise instead of all together
 RANDINT_CHECKED = 256  # a randint range this narrow has every value checked, not only its ends
@@ -137,7 +137,8 @@ def _number_or_text(v: Any) -> Any:
 
 @dataclass(frozen=True)
 class AshaConfig:
-    """Asynchronous successive halving (Li et al. 2020) on dev BLEU, with the training step as its clock."""
+    """The rungs of successive halving, with the training step as its clock: asynchronous (`asha`, Li et al. 2020)
+    or synchronous (`halving`)."""
 
     metric: str = METRIC  # what the rungs compare: dev/bleu (higher is better) or dev/loss (lower is better)
     grace_period: int = 0  # steps before the first cut; 0 = the first validation (train.validate_every)
