@@ -5,6 +5,7 @@
     python benchmarks/tune_vs_default.py --fifo           # and the same 12 configurations without early stopping
     python benchmarks/tune_vs_default.py --fifo --set train.bf16=true   # the search in bf16 (a CPU with native bf16)
     python benchmarks/tune_vs_default.py --fifo --seed 1  # 12 other configurations
+    python benchmarks/tune_vs_default.py --fifo --skip-anchor --scheduler halving   # the compute goal of another rule
 
 Anchor: `experiments/train_transformer.py` (the default job, `preset: auto`) given the search's
 per-trial training budget. Figure: the best trial of `experiments/tune_transformer.py` (the
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=0, help="bound the anchor and every trial by steps, not minutes")
     ap.add_argument("--search-space", metavar="YAML", help="replaces the default search's space")
     ap.add_argument("--fifo", action="store_true", help="also run the same configurations without early stopping")
+    ap.add_argument("--scheduler", choices=("asha", "halving"), help="the search's early stopping (default: the default search's)")
+    ap.add_argument("--skip-anchor", action="store_true", help="only the searches (with --fifo: the compute goal alone)")
     ap.add_argument("--asha-metric", choices=("dev/bleu", "dev/loss"), help="what ASHA's rungs compare")
     ap.add_argument("--grace-period", type=int, help="ASHA: steps before the first cut")
     ap.add_argument("--reduction-factor", type=int, help="ASHA: keep the top 1/rf at each rung")
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from mtcore.distributed.jobs import DEFAULT_JOB, TrainingJob
     from mtcore.distributed.ray_training import run_training
     from mtcore.distributed.tune import DEFAULT_SEARCH, TuneJob, format_table, run_search
+    from mtcore.distributed.tune.driver import describe_scheduler
     from tune_efficiency import compare
 
     configure()
@@ -62,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     tj = TuneJob.load(DEFAULT_SEARCH, args.overrides, space_file=args.search_space, num_samples=args.num_samples)
     if args.seed is not None:
         tj = tj.with_overrides(seed=args.seed)
+    if args.scheduler:
+        tj = tj.with_overrides(scheduler=args.scheduler)
     budget, steps = tj.base.run.train.time_budget_min, tj.base.run.train.max_steps
     if args.max_steps:
         budget, steps = (budget if steps else 2 * budget), args.max_steps  # a minutes-bound search: its minutes as a cap, twice
@@ -76,10 +82,17 @@ def main(argv: list[str] | None = None) -> int:
                  f"train.bf16={str(trial.run.train.bf16).lower()}"]  # the search's precision (fp32 by default), so the same model
     default = TrainingJob.load(DEFAULT_JOB, [*bound, *same_test, *args.overrides,
                                              f"job.run_name=bench-default-{time.strftime('%Y%m%d-%H%M%S')}"])  # fresh, not resumed
-    print(f"anchor: the default job with {' '.join(bound)} ({default.preset_note})", flush=True)
-    anchor = run_training(default)
-    print(f"anchor: test BLEU {anchor.test['test/bleu']:.2f}, best dev BLEU {anchor.best_dev_bleu:.2f}, "
-          f"{anchor.steps} steps", flush=True)
+    if args.skip_anchor:  # what the anchor's run would have made first, so that neither search's minutes include it
+        from mtcore.distributed import ray_training
+
+        train_data = ray_training.resolve_train_data(tj.base)
+        ray_training.encoded_training_pairs(train_data, tj.base, ray_training.tokenizer_for(train_data, tj.base))
+        anchor = None
+    else:
+        print(f"anchor: the default job with {' '.join(bound)} ({default.preset_note})", flush=True)
+        anchor = run_training(default)
+        print(f"anchor: test BLEU {anchor.test['test/bleu']:.2f}, best dev BLEU {anchor.best_dev_bleu:.2f}, "
+              f"{anchor.steps} steps", flush=True)
 
     per_trial = f"{steps} steps" if steps else f"{budget:g} min"
     fifo = None
@@ -87,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exhaustive: the same {tj.search.trials} configurations of {per_trial}, no early stopping", flush=True)
         fifo = run_search(tj.with_overrides(scheduler="fifo"), overwrite=True)  # verbose=1: a line per trial start, validation and end
         print(format_table(fifo.rows, tj.search.space), flush=True)
-    print(f"figure: the search ({tj.search.scheduler}, rungs on {tj.search.asha.metric}), {tj.search.trials} trials "
+    print(f"figure: the search ({describe_scheduler(tj)}), {tj.search.trials} trials "
           f"of {per_trial}", flush=True)
     search = run_search(tj, overwrite=True)  # verbose=1: a line per trial start, validation and end
     print(format_table(search.rows, tj.search.space), flush=True)
@@ -96,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         compare({"FIFO": fifo, tj.search.scheduler.upper(): search}, goal_share=0.5)
         if fifo.best:
             print(f"FIFO's best trial (by dev BLEU): test BLEU {fifo.best.test_bleu:.2f}", flush=True)
+    if anchor is None:
+        print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {search.plan.describe()}; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {datetime.date.today().isoformat()}")
+        return 0
     best_test = search.test.get("test/bleu", float("nan"))
     best_dev = search.best.best_dev_bleu if search.best else float("nan")
 
