@@ -585,3 +585,86 @@ def test_a_search_time_budget_must_be_finite():
 
     with pytest.raises(ConfigError, match="must be a finite number"):
         SearchConfig.from_dict({"time_budget_min": float("nan")})
+
+
+def test_halving_rungs_and_cohorts():
+    from mtcore.distributed.tune.halving import halving_rungs, promoted_count
+
+    assert halving_rungs(200, 4, 799) == [200]  # the last step is no rung: a trial there has ended
+    assert halving_rungs(100, 3, 799) == [100, 300]
+    assert halving_rungs(8, 2, 15) == [8]
+    assert [promoted_count(n, 4) for n in (12, 7, 3, 1)] == [3, 1, 1, 1]  # ⌊n/rf⌋, never none
+
+
+def test_halving_is_refused_with_a_searcher_that_would_never_start_a_second_trial():
+    tj = TuneJob.load(DEFAULT_SEARCH, []).with_overrides(scheduler="halving", search="optuna")
+    with pytest.raises(TuneError, match="halving works with --search random"):
+        driver.check_searcher(tj)
+
+
+def test_dry_run_says_how_halving_cuts():
+    tj = TuneJob.load(DEFAULT_SEARCH, ["search.asha.grace_period=200", "search.asha.reduction_factor=4"]).with_overrides(
+        scheduler="halving")
+    said = driver.describe_scheduler(tj)
+    assert said.startswith("halving on dev/loss: every trial waits at each rung until all have reached it, then the best 1/4")
+    assert "at steps 200 (of 800" in said
+
+
+class _Trial:
+    """What the halving rule reads of a Tune trial."""
+
+    def __init__(self, trial_id: str, status: str = "PENDING"):
+        self.trial_id, self.status, self.is_saving = trial_id, status, False
+
+
+class _Controller:
+    def __init__(self):
+        self.stopped = []
+
+    def stop_trial(self, trial):
+        self.stopped.append(trial.trial_id)
+        trial.status = "TERMINATED"
+
+
+def test_halving_decides_a_rung_once_its_whole_cohort_is_there_whatever_the_order():
+    from mtcore.distributed.tune.halving import sync_halving
+
+    sched = sync_halving(time_attr="step", metric="dev/loss", mode="min", rungs=[2, 4], reduction_factor=2, expected=4,
+                         max_running=1)
+    ctl, trials = _Controller(), [_Trial(f"t{i}") for i in range(4)]
+    losses = {"t0": 5.0, "t1": 3.0, "t2": float("nan"), "t3": 4.0}  # a nan (a diverged trial) ranks last
+    decisions = []
+    for t in trials:  # the searcher creates a trial only while a slot is free
+        assert sched.may_start_another()
+        sched.on_trial_add(ctl, t)
+        assert sched.choose_trial_to_run(ctl) is t and not sched.may_start_another()
+        t.status = "RUNNING"
+        assert sched.on_trial_result(ctl, t, {"step": 1, "dev/loss": 9.0}) == "CONTINUE"
+        decisions.append(sched.on_trial_result(ctl, t, {"step": 2, "dev/loss": losses[t.trial_id]}))
+        if decisions[-1] == "PAUSE":
+            t.status = "PAUSED"
+            assert sched.may_start_another()
+    assert decisions == ["PAUSE", "PAUSE", "PAUSE", "CONTINUE"]  # t3, the last to arrive, is among the best 2
+    assert ctl.stopped == ["t0", "t2"]
+    assert sched.choose_trial_to_run(ctl) is None  # t3 runs: t1 waits for its slot
+    assert sched.on_trial_result(ctl, trials[3], {"step": 4, "dev/loss": 2.0}) == "PAUSE"  # rung 4 waits for t1
+    trials[3].status = "PAUSED"
+    assert sched.choose_trial_to_run(ctl) is trials[1]  # promoted at rung 2: it restarts
+    trials[1].status = "RUNNING"
+    assert sched.on_trial_result(ctl, trials[1], {"step": 4, "dev/loss": 2.5}) == "STOP"  # t3 is better at rung 4
+    assert sched.choose_trial_to_run(ctl) is trials[3]
+
+
+def test_halving_does_not_wait_for_a_trial_that_failed_or_ended_before_a_resume():
+    from mtcore.distributed.tune.halving import sync_halving
+
+    sched = sync_halving(time_attr="step", metric="dev/bleu", mode="max", rungs=[2], reduction_factor=2, expected=3,
+                         max_running=1)
+    ctl = _Controller()
+    done, a, b = _Trial("done", "TERMINATED"), _Trial("a", "RUNNING"), _Trial("b")
+    for t in (done, a, b):
+        sched.on_trial_add(ctl, t)
+    assert sched.on_trial_result(ctl, a, {"step": 2, "dev/bleu": 10.0}) == "PAUSE"
+    a.status, b.status = "PAUSED", "RUNNING"
+    sched.on_trial_error(ctl, b)  # b crashed before the rung: the rung is decided among those that reached it
+    assert ctl.stopped == [] and sched.choose_trial_to_run(ctl) is a

@@ -114,6 +114,9 @@ def _searcher(tj: TuneJob, concurrent: int, scheduler=None):
 def check_searcher(tj: TuneJob) -> None:
     """The searcher and scheduler can be built here: said by --dry-run, and before a search writes anything or opens
     a run."""
+    if tj.search.scheduler == "halving" and tj.search.search != "random":  # its trials wait paused at a rung, which
+        # a searcher's concurrency limit counts as running: no trial after the first would ever start
+        raise TuneError(f"--scheduler halving works with --search random, not {tj.search.search}; use --scheduler asha")
     if tj.search.search == "optuna" and importlib.util.find_spec("optuna") is None:
         raise TuneError("--search optuna needs the optional dependency optuna: pip install 'mtcore[optuna]' "
                         "(or use --search random)")
@@ -127,9 +130,6 @@ def check_searcher(tj: TuneJob) -> None:
                 raise TuneError(f"search.start_from_base: the base job's {p.key}={value!r} is outside the search space's "
                                 f"{p.describe()}, and Optuna can only start from a point of its space; add it to the "
                                 "space, or pass search.start_from_base=false (random search starts from it anyway)")
-    if tj.search.scheduler == "halving" and tj.search.search != "random":  # its trials wait paused at a rung, which
-        # a searcher's concurrency limit counts as running: no trial after the first would ever start
-        raise TuneError(f"--scheduler halving works with --search random, not {tj.search.search}; use --scheduler asha")
     t, grace = tj.base.run.train, _asha_bounds(tj)[0]
     if tj.search.scheduler in ("asha", "halving") and t.max_steps and grace >= t.max_steps:
         raise TuneError(f"ASHA's first rung (search.asha.grace_period, or train.validate_every: step {grace:,}) is not "

@@ -71,6 +71,10 @@ def _make_scheduler_class():
         def on_trial_add(self, tune_controller, trial):
             self._trials.append(trial)
             self._level.setdefault(trial.trial_id, 0)
+            if trial.status in (Trial.TERMINATED, Trial.ERROR):
+                # Restored by --resume after it had ended: no rung waits for it. The rungs' earlier decisions are not
+                # restored; the unfinished trials are judged again at their next rung among themselves.
+                self._ended.add(trial.trial_id)
 
         def on_trial_result(self, tune_controller, trial, result: dict[str, Any]) -> str:
             tid, level = trial.trial_id, self._level.get(trial.trial_id, 0)
