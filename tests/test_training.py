@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -459,6 +460,10 @@ def test_training_on_the_corpus_encoded_once_is_training_on_its_texts(tokenizer,
     encoded = EncodedPairs(directory)
     assert len(encoded) == len(pairs) and encoded[3] == tuple(tokenizer.encode(list(pairs[3])))
     assert write_encoded(pairs[:5], tokenizer, directory) == directory  # made once: a second writer keeps it
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert directory.stat().st_mode & 0o777 == 0o777 & ~umask  # readable by workers of another uid, as the umask says
+    assert [p.name for p in tmp_path.iterdir()] == ["encoded"]  # no writer's folder left beside it
     runs = []
     for train in (pairs, encoded):
         caplog.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -31,7 +31,10 @@ def write_encoded(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, direct
     if is_encoded(directory):
         return directory
     directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    # os.mkdir applies the umask (mkdtemp's 0700 would keep the workers of another user or uid out); the name is
+    # this writer's own, so two processes encoding the same corpus never share a folder
+    tmp = directory.parent / f".{directory.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
     try:
         sides = {"src": ([], [np.zeros(1, np.int64)]), "tgt": ([], [np.zeros(1, np.int64)])}
         for start in range(0, len(pairs), CHUNK_PAIRS):
@@ -45,9 +48,6 @@ def write_encoded(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, direct
         for side, (ids, offsets) in sides.items():
             np.save(tmp / f"{side}_ids.npy", np.concatenate(ids) if ids else np.zeros(0, np.int32))
             np.save(tmp / f"{side}_offsets.npy", np.concatenate(offsets))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would keep the workers of another user (or uid) out
         try:
             os.rename(tmp, directory)
         except OSError:  # another process finished first: its arrays are the same

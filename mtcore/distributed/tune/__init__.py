@@ -13,6 +13,9 @@ Modules, lowest first (as in Ray's Train V2 + Tune examples):
   `mtcore.distributed.ray_training.run_training` (in a task outside the trial's CPU-less placement
   group), whose Train workers report dev BLEU at each validation; `ValidationReportCallback`
   forwards those reports to the trial, so ASHA compares trials at the same training step;
+- `halving`: synchronous successive halving (`search.scheduler: halving`), the pausing
+  alternative to Ray's `ASHAScheduler`, which only stops: every trial waits at a rung until
+  all have reached it, then the best 1/rf resume from their rung checkpoint;
 - `driver` (`run_search`): plans resources, opens the parent MLflow run, runs (or
   restores) the `Tuner`;
 - `results`: closes the books (early-stopped children, the best trial's test BLEU, the
