@@ -286,6 +286,12 @@ def test_an_augmented_set_cannot_train_the_direction_its_synthetic_side_would_be
     with caplog.at_level("WARNING", logger="mtcore.distributed.ray_training"):
         assert len(ray_training.load_pairs(str(path), en_vi, limit=2)) == 2
     assert "none of its 1 synthetic pairs is trained on" in caplog.text
+    # A cached encoding says the same from the synthetic column alone (the texts are not read again)
+    column = ray_training._synthetic_column(str(path), ("en", "vi"))
+    assert column.column_names == ["synthetic"] and column.num_rows == 3
+    with pytest.raises(ConfigError, match="its 1 synthetic pairs have machine-made en sides"):
+        ray_training.check_synthetic_side(column, str(path), TrainingJob.load(None, ["model.src_lang=vi", "model.tgt_lang=en",
+                                                                                   *common]), ("en", "vi"), 0)
 
 
 @pytest.mark.parametrize("langs, src, tgt", [

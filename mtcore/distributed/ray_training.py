@@ -357,17 +357,32 @@ def encoded_training_pairs(train_data: str, job: TrainingJob, spm: Path) -> Path
         "mtcore.nmt.encoded", "mtcore.data.corpus", "mtcore.nmt.training", "mtcore.distributed.ray_training").encode())
     directory = spm.parent / f"encoded-{model.src_lang}-{model.tgt_lang}-{key.hexdigest()[:12]}"
     if is_encoded(directory):  # what reading the pairs would have said (rank 0 said it on every run before)
-        from mtcore.data.corpus import read_corpus
-
         langs = columns_of(job, train_data)
-        check_synthetic_side(read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1]), train_data, job, langs,
-                             job.job.train_limit)
+        check_synthetic_side(_synthetic_column(train_data, langs), train_data, job, langs, job.job.train_limit)
         return directory
     from mtcore.console import progress_line
 
     pairs = load_pairs(train_data, job, job.job.train_limit)
     progress_line(f"encoding {len(pairs):,} training pairs once, for every worker")
     return write_encoded(pairs, Tokenizer(spm), directory)
+
+
+def _synthetic_column(train_data: str, langs: tuple[str, str]):
+    """All `check_synthetic_side` reads: a Parquet corpus's `synthetic` column alone (the back-translation job's
+    augmented set), not its texts, which a cached encoding does not need; other inputs are read whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mtcore.data.corpus import read_corpus
+    from mtcore.runs import input_files
+
+    files = input_files(train_data, langs)
+    if files and all(f.suffix == ".parquet" for f in files):
+        if all("synthetic" not in pq.read_schema(f).names for f in files):
+            return pa.table({})
+        if all("synthetic" in pq.read_schema(f).names for f in files):
+            return pa.concat_tables(pq.read_table(f, columns=["synthetic"]) for f in files)
+    return read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1])
 
 
 TEST_KEYS = {"test": "job.test_data", "limit": "job.test_limit", "beam": "job.test_beam"}
