@@ -304,7 +304,8 @@ def test_a_trial_asha_stops_gives_its_workers_to_the_next(ray_local, mlflow_uri,
     assert not held_worker_groups()
 
 
-def test_halving_pauses_every_trial_at_the_rung_and_resumes_only_the_best(ray_local, mlflow_uri, runs_dir, toy_corpus):
+def test_halving_pauses_every_trial_at_the_rung_and_resumes_only_the_best(ray_local, mlflow_uri, runs_dir, toy_corpus,
+                                                                           capsys):
     # Four trials, one at a time: each trains to the rung (step 8) and waits there; once all four have, the best half
     # by dev loss go on and the two that cannot learn (lr_scale 0.001) stop. The last to arrive (lr 3) goes straight
     # on; the other winner is restarted, and Ray Train resumes its run from the step-8 checkpoint.
@@ -318,8 +319,10 @@ def test_halving_pauses_every_trial_at_the_rung_and_resumes_only_the_best(ray_lo
         def on_trial_start(self, iteration, trials, trial, **info):
             starts.append(flat_trial_values(trial.config)["train.lr_scale"])
 
-    out = tuning.run_search(tj, tune_callbacks=[Starts()], verbose=0)
+    out = tuning.run_search(tj, tune_callbacks=[Starts()], verbose=1)
     by_lr = sorted(out.rows, key=lambda r: r.values["train.lr_scale"])
+    said = capsys.readouterr().out
+    assert said.count(" started (") == 4 and f"trial {by_lr[2].trial_id[-5:]} resumed: among the best at step 8" in said
     assert [(r.status, r.steps) for r in by_lr] == [("STOPPED", 8), ("STOPPED", 8), ("COMPLETED", 16), ("COMPLETED", 16)], out.rows
     assert starts == [0.001, 2.0, 0.0011, 3.0, 2.0]  # every trial reached the rung before any went on
     resumed = by_lr[2]  # lr 2: paused at step 8, then restarted
@@ -331,6 +334,38 @@ def test_halving_pauses_every_trial_at_the_rung_and_resumes_only_the_best(ray_lo
     # Its minutes before the pause count too: Tune's own clock (time_total_s) restarts at 0 with the trial.
     assert resumed.minutes > max(x.minutes for x in by_lr[:2]) + 0.1, out.rows
     assert out.best in by_lr[2:] and not held_worker_groups()
+
+
+class InterruptAtThirdStart(Callback):
+    """Ctrl-C (SIGUSR1, Tune's graceful stop) as the third trial starts: two trials wait paused at the rung."""
+
+    def __init__(self, marker: Path):
+        self.marker, self.starts = marker, 0
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.starts += 1
+        if self.starts == 3 and not self.marker.exists():
+            self.marker.write_text(trial.trial_id)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def test_an_interrupted_halving_search_resumes_one_trial_at_a_time(ray_local, mlflow_uri, runs_dir, toy_corpus, tmp_path):
+    space = {"train.lr_scale": {"grid": [2.0, 0.001, 3.0, 0.0011]}}
+    tj = tiny_search(toy_corpus, space, ["train.max_steps=16", "train.validate_every=8"], num_samples=1,
+                     scheduler="halving", register_as="-",
+                     asha=AshaConfig(metric="dev/loss", grace_period=8, reduction_factor=2))
+    first = tuning.run_search(tj, tune_callbacks=[InterruptAtThirdStart(tmp_path / "interrupted")], verbose=0)
+    assert first.interrupted
+    most = []
+
+    class Overlap(Callback):  # how many trials run at once, as Tune sees it
+        def on_step_end(self, iteration, trials, **info):
+            most.append(sum(t.status == "RUNNING" for t in trials))
+
+    again = tuning.run_search(tj, resume=True, tune_callbacks=[Overlap()], verbose=0)
+    assert not again.interrupted and max(most) == 1
+    by_lr = sorted(again.rows, key=lambda r: r.values["train.lr_scale"])
+    assert [(r.status, r.steps) for r in by_lr] == [("STOPPED", 8), ("STOPPED", 8), ("COMPLETED", 16), ("COMPLETED", 16)], again.rows
 
 
 def test_a_worker_group_is_orphaned_once_the_actor_that_made_it_dies(ray_local):
@@ -593,6 +628,8 @@ def test_halving_rungs_and_cohorts():
     assert halving_rungs(200, 4, 799) == [200]  # the last step is no rung: a trial there has ended
     assert halving_rungs(100, 3, 799) == [100, 300]
     assert halving_rungs(8, 2, 15) == [8]
+    assert halving_rungs(150, 2, 799, validate_every=100) == [200, 300, 600]  # moved to the validations that judge them
+    assert halving_rungs(200, 4, 799, validate_every=500) == [500]  # 800 would pause every trial before its test
     assert [promoted_count(n, 4) for n in (12, 7, 3, 1)] == [3, 1, 1, 1]  # ⌊n/rf⌋, never none
 
 
@@ -616,6 +653,9 @@ class _Trial:
     def __init__(self, trial_id: str, status: str = "PENDING"):
         self.trial_id, self.status, self.is_saving = trial_id, status, False
 
+    def set_status(self, status: str) -> None:
+        self.status = status
+
 
 class _Controller:
     def __init__(self):
@@ -626,8 +666,11 @@ class _Controller:
         trial.status = "TERMINATED"
 
 
-def test_halving_decides_a_rung_once_its_whole_cohort_is_there_whatever_the_order():
+def test_halving_decides_a_rung_once_its_whole_cohort_is_there_whatever_the_order(monkeypatch):
+    from mtcore.distributed.tune import halving
     from mtcore.distributed.tune.halving import sync_halving
+
+    monkeypatch.setattr(halving, "RESTART_AFTER_S", 0.0)  # a paused trial's old actor is not waited for here
 
     sched = sync_halving(time_attr="step", metric="dev/loss", mode="min", rungs=[2, 4], reduction_factor=2, expected=4,
                          max_running=1)
@@ -655,8 +698,11 @@ def test_halving_decides_a_rung_once_its_whole_cohort_is_there_whatever_the_orde
     assert sched.choose_trial_to_run(ctl) is trials[3]
 
 
-def test_halving_does_not_wait_for_a_trial_that_failed_or_ended_before_a_resume():
+def test_halving_does_not_wait_for_a_trial_that_failed_or_ended_before_a_resume(monkeypatch):
+    from mtcore.distributed.tune import halving
     from mtcore.distributed.tune.halving import sync_halving
+
+    monkeypatch.setattr(halving, "RESTART_AFTER_S", 0.0)
 
     sched = sync_halving(time_attr="step", metric="dev/bleu", mode="max", rungs=[2], reduction_factor=2, expected=3,
                          max_running=1)
@@ -668,3 +714,36 @@ def test_halving_does_not_wait_for_a_trial_that_failed_or_ended_before_a_resume(
     a.status, b.status = "PAUSED", "RUNNING"
     sched.on_trial_error(ctl, b)  # b crashed before the rung: the rung is decided among those that reached it
     assert ctl.stopped == [] and sched.choose_trial_to_run(ctl) is a
+
+
+def test_a_resumed_halving_search_keeps_its_rungs_decisions_and_restarts_one_trial_at_a_time(monkeypatch):
+    """Tune saves no scheduler and restores every unfinished trial as PENDING, which would start them all at once (a
+    trial's driver holds no CPU) and judge them again; the decisions travel in the searcher's state instead."""
+    from mtcore.distributed.tune import halving
+    from mtcore.distributed.tune.halving import sync_halving
+
+    def scheduler():
+        return sync_halving(time_attr="step", metric="dev/bleu", mode="max", rungs=[2], reduction_factor=2,
+                            expected=2, max_running=1)
+
+    monkeypatch.setattr(halving, "RESTART_AFTER_S", 3600.0)
+    before, ctl = scheduler(), _Controller()
+    a, b = _Trial("a"), _Trial("b")
+    for t, bleu in ((a, 20.0), (b, 10.0)):
+        before.on_trial_add(ctl, t)
+        t.status = "RUNNING"
+        before.on_trial_result(ctl, t, {"step": 2, "dev/bleu": bleu})
+        t.status = "PAUSED" if t is a else "TERMINATED"
+    assert ctl.stopped == [] and before.choose_trial_to_run(ctl) is None  # a's old actor may still be training
+    monkeypatch.setattr(halving, "RESTART_AFTER_S", 0.0)
+    assert before.choose_trial_to_run(ctl) is a
+
+    after = scheduler()  # --resume: a fresh object, then the saved state, then the trials as Tune restores them
+    after.load_state(json.loads(json.dumps(before.state())))
+    a2, b2 = _Trial("a", "PENDING"), _Trial("b", "TERMINATED")
+    for t in (a2, b2):
+        after.on_trial_add(ctl, t)
+    assert a2.status == "PAUSED" and after.may_start_another()  # paused: Tune starts it only when chosen
+    assert after.choose_trial_to_run(ctl) is a2  # promoted before the interruption: restarted, not judged again
+    a2.status = "RUNNING"
+    assert after.on_trial_result(ctl, a2, {"step": 4, "dev/bleu": 21.0}) == "CONTINUE"

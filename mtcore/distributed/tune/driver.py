@@ -55,7 +55,8 @@ def _scheduler(tj: TuneJob, concurrent: int):
     grace, max_t = _asha_bounds(tj)
     if tj.search.scheduler == "halving":
         return sync_halving(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric],
-                            rungs=halving_rungs(grace, a.reduction_factor, max_t), reduction_factor=a.reduction_factor,
+                            rungs=halving_rungs(grace, a.reduction_factor, max_t, tj.base.run.train.validate_every),
+                            reduction_factor=a.reduction_factor,
                             expected=tj.search.trials, max_running=concurrent)
     # stop_last_trials=False: a trial that reaches max_t ends by itself (test BLEU, artifacts), not killed.
     return ASHAScheduler(time_attr=TIME_ATTR, metric=a.metric, mode=RUNG_METRICS[a.metric], grace_period=grace,
@@ -101,6 +102,8 @@ def _searcher(tj: TuneJob, concurrent: int, scheduler=None):
     if tj.search.search == "random" and scheduler is not None and tj.search.scheduler == "halving":
         # a paused trial would count against max_concurrent: the scheduler's free slots limit the trials instead
         return halving_generator(scheduler, random_state=tj.search.seed, points_to_evaluate=points)
+    if tj.search.scheduler == "halving":
+        raise TuneError("the halving scheduler needs its own trial generator (run_search builds both)")
     if tj.search.search == "random":  # Tune ignores max_concurrent_trials for a generator: it limits itself
         return BasicVariantGenerator(random_state=tj.search.seed, max_concurrent=concurrent, points_to_evaluate=points)
     check_searcher(tj)

@@ -22,18 +22,34 @@ Two pieces, both in the search's driver process:
 from __future__ import annotations
 
 import logging
+import math
+import time
 from typing import Any
+
+from mtcore.distributed.tune.resources import CHECK_EVERY_S, STOPPED_TRIAL_KILL_S
 
 log = logging.getLogger(__name__)
 
+# A paused trial's actor is killed STOPPED_TRIAL_KILL_S after the pause, its Train controller with it, and its workers'
+# CPUs come back within release_callback's CHECK_EVERY_S: a promoted trial restarts only after that.
+RESTART_AFTER_S = STOPPED_TRIAL_KILL_S + CHECK_EVERY_S + 3.0
 
-def halving_rungs(grace: int, reduction_factor: int, max_t: int) -> list[int]:
-    """The steps at which a cohort is halved: grace · rf^k below max_t (the last step is no rung)."""
+
+def halving_rungs(grace: int, reduction_factor: int, max_t: int, validate_every: int = 0) -> list[int]:
+    """The steps at which a cohort is halved: grace · rf^k below max_t (the last step is no rung), each moved to the
+    validation that judges it (trials report there only): a rung between two validations would otherwise be judged
+    at a later one, and one at the last step would pause every trial before its test."""
     rungs, r = [], grace
     while r < max_t:
-        rungs.append(r)
+        judged = -(-r // validate_every) * validate_every if validate_every else r
+        if judged < max_t and judged not in rungs:
+            rungs.append(judged)
         r *= reduction_factor
     return rungs
+
+
+def _restart_after() -> float:
+    return RESTART_AFTER_S  # read at call time: tests of the rule set it to 0
 
 
 def promoted_count(cohort: int, reduction_factor: int) -> int:
@@ -48,6 +64,8 @@ def _make_scheduler_class():
     class SyncHalving(FIFOScheduler):
         """See the module's docstring. `expected`: the search's trial count (the first rung's cohort)."""
 
+        _supports_buffered_results = False  # each validation is judged as it comes (as Ray's HyperBand)
+
         def __init__(self, *, time_attr: str, metric: str, mode: str, rungs: list[int], reduction_factor: int,
                      expected: int, max_running: int):
             super().__init__()
@@ -58,6 +76,20 @@ def _make_scheduler_class():
             self._scores: list[dict[str, float]] = [{} for _ in self._rungs]  # per rung: trial id -> metric there
             self._ended: set[str] = set()  # completed, failed or stopped
             self._decided: list[bool] = [False for _ in self._rungs]
+            self._paused_since: dict[str, float] = {}  # trial id -> when it was told to wait (monotonic)
+
+        # -- saved with the searcher's state (Tune saves no scheduler), so that --resume knows the rungs' decisions
+        def state(self) -> dict[str, Any]:
+            return {"level": dict(self._level), "scores": [dict(s) for s in self._scores], "ended": sorted(self._ended),
+                    "decided": list(self._decided)}
+
+        def load_state(self, state: dict[str, Any]) -> None:
+            if len(state["scores"]) != len(self._rungs):
+                return  # other rungs: nothing to carry over (run_search refuses other settings on --resume anyway)
+            self._level.update(state["level"])
+            self._scores = [dict(s) for s in state["scores"]]
+            self._ended |= set(state["ended"])
+            self._decided = list(state["decided"])
 
         # -- what the search's generator asks before it creates a trial
         def may_start_another(self) -> bool:
@@ -69,12 +101,16 @@ def _make_scheduler_class():
 
         # -- Tune's scheduler interface
         def on_trial_add(self, tune_controller, trial):
+            restored = trial.trial_id in self._level  # --resume: the searcher's saved state knew it
             self._trials.append(trial)
             self._level.setdefault(trial.trial_id, 0)
             if trial.status in (Trial.TERMINATED, Trial.ERROR):
-                # Restored by --resume after it had ended: no rung waits for it. The rungs' earlier decisions are not
-                # restored; the unfinished trials are judged again at their next rung among themselves.
-                self._ended.add(trial.trial_id)
+                self._ended.add(trial.trial_id)  # restored after it had ended: no rung waits for it
+            elif restored and trial.status == Trial.PENDING:
+                # Tune restores every unfinished trial as PENDING and would start them all at once (a driver holds no
+                # CPU). Paused, they are restarted by `choose_trial_to_run`, one slot at a time, and those waiting at
+                # an undecided rung wait on.
+                trial.set_status(Trial.PAUSED)
 
         def on_trial_result(self, tune_controller, trial, result: dict[str, Any]) -> str:
             tid, level = trial.trial_id, self._level.get(trial.trial_id, 0)
@@ -87,6 +123,7 @@ def _make_scheduler_class():
                 return TrialScheduler.CONTINUE  # promoted by its own result (the cohort's last to arrive)
             if tid in self._ended:
                 return TrialScheduler.STOP
+            self._paused_since[tid] = time.monotonic()
             return TrialScheduler.PAUSE
 
         def on_trial_complete(self, tune_controller, trial, result):
@@ -104,8 +141,11 @@ def _make_scheduler_class():
                     return t
             if self._active() >= self._max_running:
                 return None
+            promoted, now = self._promoted_paused(), time.monotonic()
             for t in self._trials:
-                if t.trial_id in self._promoted_paused():
+                # Not before its old actor is surely gone (Tune kills it STOPPED_TRIAL_KILL_S after the pause): the
+                # old Train run, still training, would share the run folder with the resumed one.
+                if t.trial_id in promoted and now - self._paused_since.get(t.trial_id, -math.inf) >= _restart_after():
                     return t  # restarted: its Train run resumes from the rung's checkpoint
             return None
 
@@ -187,11 +227,19 @@ def _make_generator_class():
                 return None
             return super().next_trial()
 
-        def get_state(self):  # the scheduler is not the searcher's state: a restore keeps the one it was built with
+        def get_state(self):
             state = super().get_state()
-            if state:
+            if state:  # the scheduler object stays the one a restore built; its decisions travel with this state
                 state.pop("_scheduler", None)
+                state["_halving"] = self._scheduler.state()
             return state
+
+        def set_state(self, state):
+            state = dict(state)
+            halving = state.pop("_halving", None)
+            super().set_state(state)
+            if halving is not None:
+                self._scheduler.load_state(halving)
 
     return HalvingGenerator
 

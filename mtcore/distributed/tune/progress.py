@@ -102,7 +102,12 @@ def progress_callback(space: tuple[Param, ...], total: int, stream=None):
             print(line, file=stream or sys.stdout, flush=True)
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            self.started[trial.trial_id] = time.monotonic()
+            again = trial.trial_id in self.started  # `halving` restarts a trial it paused at a rung and promoted
+            self.started[trial.trial_id] = time.monotonic()  # its minutes below count from this start
+            if again:
+                steps = int((trial.last_result or {}).get(TIME_ATTR, 0))
+                self._print(f"trial {_short_id(trial)} resumed: among the best at step {steps}, it trains on")
+                return
             values = describe_values(flat_trial_values(trial.config or {}), space)
             self._print(f"trial {_short_id(trial)} started ({len(self.started)}/{total}): {values}")
 
