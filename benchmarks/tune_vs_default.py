@@ -109,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         compare({"FIFO": fifo, tj.search.scheduler.upper(): search}, goal_share=0.5)
         if fifo.best:
             print(f"FIFO's best trial (by dev BLEU): test BLEU {fifo.best.test_bleu:.2f}", flush=True)
+    machine = (f"machine: {platform.node()} {os.cpu_count()} CPUs, {search.plan.describe()}; load average "
+               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {datetime.date.today().isoformat()}")
     if anchor is None:
-        print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {search.plan.describe()}; load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {datetime.date.today().isoformat()}")
+        print(machine)
         return 0
     best_test = search.test.get("test/bleu", float("nan"))
     best_dev = search.best.best_dev_bleu if search.best else float("nan")
@@ -125,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"test BLEU gain of the search: {best_test - anchor.test['test/bleu']:+.2f} "
           f"({trial.job.test_limit or 'all'} test pairs, beam {trial.job.test_beam}); goal > 0: "
           f"{'met' if best_test > anchor.test['test/bleu'] else 'missed'}")
-    print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {search.plan.describe()}; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {datetime.date.today().isoformat()}")
+    print(machine)
     return 0
 
 
