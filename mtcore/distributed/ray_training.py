@@ -378,9 +378,10 @@ def _synthetic_column(train_data: str, langs: tuple[str, str]):
 
     files = input_files(train_data, langs)
     if files and all(f.suffix == ".parquet" for f in files):
-        if all("synthetic" not in pq.read_schema(f).names for f in files):
+        has = [("synthetic" in pq.read_schema(f).names) for f in files]
+        if not any(has):
             return pa.table({})
-        if all("synthetic" in pq.read_schema(f).names for f in files):
+        if all(has):
             return pa.concat_tables(pq.read_table(f, columns=["synthetic"]) for f in files)
     return read_corpus(train_data, src_lang=langs[0], tgt_lang=langs[1])
 
