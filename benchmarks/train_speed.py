@@ -1,6 +1,7 @@
 """Training throughput (tokens/s) of mtcore's Transformer, and MFU on CUDA.
 
     python benchmarks/train_speed.py [--presets small base] [--steps 5] [--max-tokens 2048] [--seq-len 32]
+    python benchmarks/train_speed.py --gpu --compile --presets base big --max-tokens 32768 --seq-len 64 --steps 30
 
 Each step is mtcore's training step (forward, label-smoothed loss, backward, clipping,
 Adam with the Noam schedule; bf16 autocast where the hardware has bf16: CUDA, or a CPU with
@@ -11,6 +12,7 @@ FLOPs are exact. tokens/s counts source + target tokens.
 Anchors, measured in the same run on the same batches: `torch.nn.Transformer` of the same
 shape (same embeddings/output projection and loss around it, same autocast), and, where mtcore
 trains in bf16, mtcore's own step in fp32 (`--no-bf16`'s figure); the figure is the ratio.
+`--compile` adds mtcore's step with the model under `torch.compile` (`train.compile`).
 
 FLOPs per step (the PaLM-paper accounting, Chowdhery et al. 2022, App. B, split by stack):
 a matmul with P weights costs 2P FLOPs per token forward, 4P backward, so
@@ -33,11 +35,10 @@ import torch.nn as nn
 
 from mtcore.config import ModelConfig, TrainConfig
 from mtcore.hardware import precision_label
-from mtcore.nmt.loss import label_smoothed_loss
 from mtcore.nmt.model import build_model
 from mtcore.nmt.precision import training_autocast, uses_bf16
 from mtcore.nmt.tokenizer import BOS_ID
-from mtcore.nmt.training import make_optimizer
+from mtcore.nmt.training import accumulate_gradients, make_optimizer
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L4": 121.0, "A10": 125.0}  # dense, SXM
 
@@ -75,23 +76,23 @@ class TorchTransformer(nn.Module):
         return h @ self.embed.weight.T
 
 
-def measure(model, batches, device, steps, bf16) -> float:
-    """Seconds per step, after one warm-up step."""
+def measure(model, batches, device, steps, bf16, compile_model=False) -> float:
+    """Seconds per step, after warm-up steps (one; three compiled: Dynamo compiles at the first)."""
     opt, sched = make_optimizer(model, TrainConfig(warmup=100), model.cfg.d_model)
     autocast = training_autocast(device, bf16)
+    net = torch.compile(model) if compile_model else model
     model.train()
+    rows, S = batches[0][0].shape
 
-    def step(src, tgt_in, tgt_out):
-        with autocast:
-            logits = model(src, tgt_in)
-        loss, _, n = label_smoothed_loss(logits, tgt_out, 0.1)
-        (loss / n).backward()
+    def step(src, tgt_in, tgt_out):  # the training loop's own step (mtcore.nmt.training.fit)
+        accumulate_gradients(net, [(src, tgt_in, tgt_out)], 0.1, autocast, device, counts=[(rows * S, rows * S)])
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
 
-    step(*batches[0])
+    for i in range(3 if compile_model else 1):
+        step(*batches[i % len(batches)])
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -111,10 +112,16 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steady on a shared machine)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--gpu", action="store_true", help="on the first CUDA GPU; stops with one line if there is none")
+    p.add_argument("--compile", action="store_true", help="add a row: mtcore's step with the model under torch.compile")
     p.add_argument("--peak-tflops", type=float, default=None, help="bf16 dense peak; default by GPU name")
     p.add_argument("--no-bf16", action="store_true")
     p.add_argument("--no-anchor", action="store_true")
     args = p.parse_args(argv)
+    if args.gpu:
+        if not torch.cuda.is_available():
+            p.error("--gpu: torch sees no CUDA GPU here")
+        args.device = "cuda"
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     peak = args.peak_tflops or default_peak(device)
@@ -131,22 +138,24 @@ def main(argv=None) -> int:
         tgt = torch.randint(4, args.vocab, (rows, S), generator=g)
         tgt_in = torch.cat([torch.full((rows, 1), BOS_ID), tgt[:, :-1]], dim=1)
         batches.append((src.to(device), tgt_in.to(device), tgt.to(device)))
-    print(f"{'preset':<8}{'model':<15}{'tokens/s':>12}{'s/step':>9}{'TFLOP/s':>9}{'MFU':>8}{'vs anchor':>11}")
+    print(f"{'preset':<8}{'model':<16}{'tokens/s':>12}{'s/step':>9}{'TFLOP/s':>9}{'MFU':>8}{'vs anchor':>11}")
     for preset in args.presets:
         cfg = ModelConfig.preset(preset, vocab_size=args.vocab)
         flops = train_flops(cfg, rows, S, S)
         results = {}
-        kinds = ["mtcore"] + (["mtcore fp32"] if bf16 else []) + ([] if args.no_anchor else ["nn.Transformer"])
+        kinds = (["mtcore"] + (["mtcore compiled"] if args.compile else []) + (["mtcore fp32"] if bf16 else [])
+                 + ([] if args.no_anchor else ["nn.Transformer"]))
         for kind in kinds:
             torch.manual_seed(0)
             model = (TorchTransformer(cfg) if kind == "nn.Transformer" else build_model(cfg)).to(device)
-            secs = measure(model, batches, device, args.steps, not args.no_bf16 and kind != "mtcore fp32")
+            secs = measure(model, batches, device, args.steps, not args.no_bf16 and kind != "mtcore fp32",
+                           compile_model=kind == "mtcore compiled")
             tps = 2 * rows * S / secs
             results[kind] = tps
             tflops = flops / secs / 1e12
             mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"
             ratio = f"{results['mtcore'] / tps:.2f}x" if kind != "mtcore" else ""
-            print(f"{preset:<8}{kind:<15}{tps:>12.0f}{secs:>9.3f}{tflops:>9.2f}{mfu:>8}{ratio:>11}", flush=True)
+            print(f"{preset:<8}{kind:<16}{tps:>12.0f}{secs:>9.3f}{tflops:>9.2f}{mfu:>8}{ratio:>11}", flush=True)
             del model
     print("\ntokens/s = (source + target tokens) / s; 'vs anchor' = mtcore tokens/s / that row's tokens/s")
     return 0

@@ -274,6 +274,7 @@ class TrainConfig:
     max_len_a: float = 1.5  # decoding stops at a * src_len + b tokens (validation and the run's test decode)
     max_len_b: int = 10
     bf16: bool = True  # bf16 autocast on CUDA and on CPUs with native bf16 (mtcore.nmt.precision); fp32 elsewhere
+    compile: bool = False  # torch.compile the training forward and backward (fuses the elementwise work; for GPUs)
     # Checkpoint averaging: the mean of the last `average_last` weight snapshots, `average_every` steps apart,
     # is validated at the end and kept when it beats the last weights on `best_metric` (0 or 1 = off)
     average_last: int = 0

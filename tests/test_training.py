@@ -157,7 +157,7 @@ def test_an_update_is_the_mean_over_all_its_target_tokens(tokenizer):
         loss, _, k = label_smoothed_loss(model(src, tgt_in), tgt_out, 0.1)
         total, n = total + loss, n + k
     (total / n).backward()
-    assert sums["tgt"] == n and sums["loss"] == pytest.approx(total.item(), rel=1e-5)
+    assert sums["tgt"] == n and float(sums["loss"]) == pytest.approx(total.item(), rel=1e-5)
     for a, p in zip(ours, model.parameters()):
         torch.testing.assert_close(a, p.grad, rtol=1e-4, atol=1e-7)
 

@@ -119,6 +119,10 @@ def collate(
     src = pad([s + [EOS_ID] for s, _ in pairs])
     tgt_in = pad([[BOS_ID] + t for _, t in pairs])
     tgt_out = pad([t + [EOS_ID] for _, t in pairs])
+    if torch.device(device).type == "cuda":
+        # From pageable memory a copy waits for the GPU's queue to drain; from pinned memory it is queued
+        # behind the running step, so the host can prepare the next batch meanwhile.
+        return tuple(t.pin_memory().to(device, non_blocking=True) for t in (src, tgt_in, tgt_out))
     return src.to(device), tgt_in.to(device), tgt_out.to(device)
 
 

@@ -40,6 +40,20 @@ class _SmoothedTerms(torch.autograd.Function):
         return grad.to(ctx.logits_dtype), None
 
 
+def smoothed_sums(
+    logits: torch.Tensor, target: torch.Tensor, eps: float, ignore_index: int = PAD_ID
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums over non-padding targets of the smoothed loss and of the plain NLL, as 0-dim tensors.
+
+    Nothing here waits for the device (no boolean indexing, no count read back), so a GPU training
+    step can be queued while the previous one runs; the training loop counts tokens on the host.
+    """
+    nll, smooth = _SmoothedTerms.apply(logits, target)  # (B, T) each
+    keep = target != ignore_index
+    nll, smooth = torch.where(keep, nll, 0.0).sum(), torch.where(keep, smooth, 0.0).sum()
+    return (1.0 - eps) * nll + eps * smooth, nll
+
+
 def label_smoothed_loss(
     logits: torch.Tensor, target: torch.Tensor, eps: float, ignore_index: int = PAD_ID
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -47,7 +61,5 @@ def label_smoothed_loss(
 
     logits (B, T, V) in any float dtype (the softmax is fp32), target (B, T).
     """
-    nll, smooth = _SmoothedTerms.apply(logits, target)  # (B, T) each
-    keep = target != ignore_index
-    nll, smooth = nll[keep].sum(), smooth[keep].sum()
-    return (1.0 - eps) * nll + eps * smooth, nll, int(keep.sum())
+    loss, nll = smoothed_sums(logits, target, eps, ignore_index)
+    return loss, nll, int((target != ignore_index).sum())

@@ -47,7 +47,7 @@ from mtcore.nmt.batching import BatchingError, TokenBatchSampler, collate, plan_
 from mtcore.config import ConfigError, ModelConfig, TrainConfig
 from mtcore.nmt.decoding import encode_sources, translate_ids
 from mtcore.nmt.encoded import EncodedPairs
-from mtcore.nmt.loss import label_smoothed_loss
+from mtcore.nmt.loss import label_smoothed_loss, smoothed_sums
 from mtcore.nmt.metrics import bleu_tokenize, corpus_bleu, corpus_chrf, spread_over
 from mtcore.nmt.model import Seq2Seq, build_model
 from mtcore.nmt.precision import training_autocast, uses_bf16, validation_autocast
@@ -194,29 +194,41 @@ def update_seed(seed: int, rank: int, step: int) -> int:
 
 
 def accumulate_gradients(net: torch.nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-                         label_smoothing: float, autocast, device: torch.device) -> dict[str, float]:
+                         label_smoothing: float, autocast, device: torch.device,
+                         counts: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
     """Backward one update's batches (collated src, tgt_in, tgt_out); their loss, NLL and token sums.
 
     The update's loss is the mean over every target token of its batches on every rank (fairseq; Marian's
     ce-mean-words): each rank scales its sum by world / all ranks' target tokens, and DDP's mean over
     ranks divides the world out. A mean per batch weighed a token of a small batch (long sentences, a
     rank's half of a split batch) up to 3.5x one of a full batch.
+
+    `counts`: each batch's (source, target) non-padding tokens, counted on the host (`batch_counts`); without
+    them they are read back from the device. The loss and NLL sums come back as device tensors, read when the
+    window is reported: on a GPU, no value is waited for within a step, so the host queues the next one.
     """
     world = dist_info()[1]
-    group_tgt = _all_sum([float(sum(int((b[2] != PAD_ID).sum()) for b in batches))], device)[0]
+    if counts is None:
+        counts = [(int((b[0] != PAD_ID).sum()), int((b[2] != PAD_ID).sum())) for b in batches]
+    group_tgt = _all_sum([float(sum(tgt for _, tgt in counts))], device)[0]
     scale = world / max(group_tgt, 1.0)
-    sums = {"loss": 0.0, "nll": 0.0, "tgt": 0, "tokens": 0}
-    for j, (src, tgt_in, tgt_out) in enumerate(batches):
+    sums: dict[str, Any] = {"loss": 0.0, "nll": 0.0, "tgt": 0, "tokens": 0}
+    for j, ((src, tgt_in, tgt_out), (n_src, n_tgt)) in enumerate(zip(batches, counts)):
         sync = j == len(batches) - 1 or world == 1  # DDP all-reduces once, on the last batch's backward
         with (contextlib.nullcontext() if sync else net.no_sync()), autocast:
             logits = net(src, tgt_in)  # (B, T, V)
-        loss, nll, n_tgt = label_smoothed_loss(logits, tgt_out, label_smoothing)
+        loss, nll = smoothed_sums(logits, tgt_out, label_smoothing)
         (loss * scale).backward()
-        sums["loss"] += loss.item()
-        sums["nll"] += nll.item()
+        sums["loss"] += loss.detach()
+        sums["nll"] += nll.detach()
         sums["tgt"] += n_tgt
-        sums["tokens"] += int((src != PAD_ID).sum()) + n_tgt
+        sums["tokens"] += n_src + n_tgt
     return sums
+
+
+def batch_counts(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> tuple[int, int]:
+    """Non-padding (source, target) tokens of a batch as `collate` builds it: each side gets one EOS or BOS."""
+    return sum(len(s) + 1 for s, _ in pairs), sum(len(t) + 1 for _, t in pairs)
 
 
 # --------------------------------------------------------------------------- state and result
@@ -432,6 +444,10 @@ def fit(
         # No buffer needs syncing (no batch norm; the position table is the same on every rank): without
         # broadcast_buffers, DDP does not send the table before every forward.
         net = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    if train_cfg.compile:
+        # Training's forward and backward only; validation and decoding run the plain model (their shapes change
+        # every step). Token batches vary in shape: after the second shape, Dynamo compiles a dynamic-shape graph.
+        net = torch.compile(net)
     want_bf16 = _every_rank(uses_bf16(device.type, train_cfg.bf16), device)  # one precision for all (nodes may differ)
     autocast = training_autocast(device, want_bf16)
     eval_autocast = validation_autocast(device, want_bf16)
@@ -513,8 +529,10 @@ def fit(
             # Dropout's stream from (seed, rank, update): per rank, and the same after a resume (a stream seeded
             # once would have advanced by then), with no RNG state to save.
             torch.manual_seed(update_seed(train_cfg.seed, rank, ts.step))
-            sums = accumulate_gradients(net, [collate([train[i] for i in idx], device) for idx in group],
-                                        train_cfg.label_smoothing, autocast, device)
+            group_pairs = [[train[i] for i in idx] for idx in group]
+            sums = accumulate_gradients(net, [collate(pairs, device) for pairs in group_pairs],
+                                        train_cfg.label_smoothing, autocast, device,
+                                        counts=[batch_counts(pairs) for pairs in group_pairs])
             for key in ("loss", "nll", "tgt", "tokens"):
                 window[key] += sums[key]
             total_tokens += sums["tokens"]
@@ -526,7 +544,7 @@ def fit(
             ts.step += 1
             ts.groups_done += 1
             ts.train_seconds = spent_before + time.perf_counter() - t_start
-            window["grad_norm"] += float(grad_norm)
+            window["grad_norm"] += grad_norm.detach()  # a device tensor: read at the report, not every step
             window["steps"] += 1
             snapshots.maybe_take(model, ts.step)
             # the callback judges this rank's clock: every rank stops if any says so (as for the time budget)
@@ -569,14 +587,15 @@ def fit(
 
 
 def _report_window(window: dict, ts: TrainState, device, on_step) -> None:
-    loss, nll, tgt, tokens = _all_sum([window["loss"], window["nll"], float(window["tgt"]), float(window["tokens"])], device)
+    loss, nll, tgt, tokens = _all_sum([float(window["loss"]), float(window["nll"]), float(window["tgt"]),
+                                       float(window["tokens"])], device)
     now = time.perf_counter()
     metrics = {
         "train/loss": loss / max(tgt, 1.0),
         "train/nll": nll / max(tgt, 1.0),
         "train/lr": window["lr"],
         "train/tokens_per_s": tokens / max(now - window["t"], 1e-9),
-        "train/grad_norm": window["grad_norm"] / max(window["steps"], 1),
+        "train/grad_norm": float(window["grad_norm"]) / max(window["steps"], 1),
         "step": ts.step,
         "epoch": ts.epoch,
     }

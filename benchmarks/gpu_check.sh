@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 17's GPU checks in one call of a lent machine (its python3 has torch but no Ray: these run
+# mtcore's plain-PyTorch loops). Most important first; each step has its own time limit so that one
+# failing step leaves the others' figures. Logs go to $OUT (the device tool brings them back).
+#
+#   bash benchmarks/gpu_check.sh [SPM_MODEL]     # SPM_MODEL: a SentencePiece model of the embedded corpus
+set -u
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+spm=${1:+--spm $1}
+step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.txt, say how it ended
+    local name=$1 limit=$2; shift 2
+    echo "=== $name ($(date -u +%T), limit ${limit}s): $*"
+    timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"
+    echo "=== $name: exit ${PIPESTATUS[0]} at $(date -u +%T)"
+}
+
+step smi 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,memory.used,memory.total --format=csv
+step ceiling 60 python3 - <<'EOF'
+# The bf16 matmul ceiling of this card, as the MFU's denominator is a datasheet figure (METHOD.md: measure it)
+import torch
+a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+for _ in range(3):
+    a @ b
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
+for _ in range(20):
+    a @ b
+end.record(); torch.cuda.synchronize()
+print(f"bf16 matmul 8192^3, random data: {2 * 8192 ** 3 * 20 / (start.elapsed_time(end) / 1e3) / 1e12:.0f} TFLOP/s; "
+      f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+EOF
+# base and big at a large fixed batch (the MFU figure), then at the default job's 8,192 tokens
+step speed_large 210 python3 benchmarks/train_speed.py --gpu --compile --presets base big --max-tokens 32768 --seq-len 64 --steps 30
+step speed_default 60 python3 benchmarks/train_speed.py --gpu --presets base --max-tokens 8192 --seq-len 32 --steps 30
+step loop_bleu 300 python3 benchmarks/gpu_train_bleu.py --minutes 2 --probe-steps 90 $spm --out /tmp/gpu_train_bleu
+step smi_after 20 nvidia-smi --query-gpu=clocks.sm,power.draw,memory.used,temperature.gpu --format=csv
