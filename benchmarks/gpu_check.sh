@@ -33,6 +33,30 @@ print(f"bf16 matmul 8192^3, random data: {2 * 8192 ** 3 * 20 / (start.elapsed_ti
 EOF
 # base and big at a large fixed batch (the MFU figure), then at the default job's 8,192 tokens
 step speed_large 210 python3 benchmarks/train_speed.py --gpu --compile --presets base big --max-tokens 32768 --seq-len 64 --steps 30
+step profile 90 python3 - <<'EOF'
+# Where an eager bf16 step of base at 32,768 tokens spends the GPU's time: the kernels by total CUDA time
+import torch
+from torch.profiler import ProfilerActivity, profile
+from mtcore.config import ModelConfig, TrainConfig
+from mtcore.nmt.model import build_model
+from mtcore.nmt.precision import training_autocast
+from mtcore.nmt.training import accumulate_gradients, make_optimizer
+dev = torch.device("cuda")
+model = build_model(ModelConfig.preset("base", vocab_size=8000)).to(dev)
+opt, sched = make_optimizer(model, TrainConfig(warmup=100), 512)
+batch = [torch.randint(4, 8000, (512, 64), device=dev) for _ in range(3)]
+def step():
+    accumulate_gradients(model, [batch], 0.1, training_autocast(dev, True), dev, counts=[(512 * 64, 512 * 64)])
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
+for _ in range(3):
+    step()
+torch.cuda.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
+EOF
 step speed_default 60 python3 benchmarks/train_speed.py --gpu --presets base --max-tokens 8192 --seq-len 32 --steps 30
 step loop_bleu 300 python3 benchmarks/gpu_train_bleu.py --minutes 2 --probe-steps 90 $spm --out /tmp/gpu_train_bleu
 step smi_after 20 nvidia-smi --query-gpu=clocks.sm,power.draw,memory.used,temperature.gpu --format=csv
