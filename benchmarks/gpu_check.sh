@@ -4,6 +4,7 @@
 # failing step leaves the others' figures. Logs go to $OUT (the device tool brings them back).
 #
 #   bash benchmarks/gpu_check.sh [SPM_MODEL]     # SPM_MODEL: a SentencePiece model of the embedded corpus
+#   ONLY="speed_huge loop_bleu" bash benchmarks/gpu_check.sh    # only those steps
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
@@ -11,6 +12,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 spm=${1:+--spm $1}
 step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.txt, say how it ended
     local name=$1 limit=$2; shift 2
+    [[ -n ${ONLY:-} && " $ONLY " != *" $name "* ]] && return  # ONLY="a b": run only those steps
     echo "=== $name ($(date -u +%T), limit ${limit}s): $*"
     timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"
     echo "=== $name: exit ${PIPESTATUS[0]} at $(date -u +%T)"
@@ -57,6 +59,7 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
     torch.cuda.synchronize()
 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
 EOF
+step speed_huge 150 python3 benchmarks/train_speed.py --gpu --compile --no-anchor --presets base --max-tokens 65536 --seq-len 64 --steps 20
 step speed_default 60 python3 benchmarks/train_speed.py --gpu --presets base --max-tokens 8192 --seq-len 32 --steps 30
 step loop_bleu 300 python3 benchmarks/gpu_train_bleu.py --minutes 2 --probe-steps 90 $spm --out /tmp/gpu_train_bleu
 step smi_after 20 nvidia-smi --query-gpu=clocks.sm,power.draw,memory.used,temperature.gpu --format=csv

@@ -29,11 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import torch
 
 from mtcore.config import AUTO_GPU_TRAIN, ModelConfig, TrainConfig
 from mtcore.data import paths
-from mtcore.data.corpus import read_corpus
 from mtcore.nmt.decoding import translate
 from mtcore.nmt.encoded import EncodedPairs, write_encoded
 from mtcore.nmt.metrics import corpus_bleu, corpus_chrf
@@ -76,9 +76,10 @@ def main(argv=None) -> int:
     train_keys = dict(AUTO_GPU_TRAIN) | (dict(max_tokens=512, accumulation=1, warmup=20, validate_every=10,
                                                dev_limit=20, beam=1) if args.tiny else {})
     t0 = time.perf_counter()
-    train = oriented_pairs(read_corpus(paths.RAW_PARALLEL), model_cfg)
-    dev = oriented_pairs(read_corpus(paths.DEV), model_cfg)
-    test = oriented_pairs(read_corpus(paths.TEST), model_cfg)
+    # the embedded files are en (src) -> vi (tgt) as they ship: read with pyarrow alone, since read_corpus's
+    # language check needs py3langid, which a GPU image may lack
+    train, dev, test = (oriented_pairs(pq.read_table(path, columns=["src", "tgt"]), model_cfg)
+                        for path in (paths.RAW_PARALLEL, paths.DEV, paths.TEST))
     if args.tiny:
         train, dev, test = train[:3000], dev[:40], test[:40]
     elif args.test_limit:
