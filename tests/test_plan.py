@@ -238,7 +238,7 @@ def test_plan_with_declared_gpus_uses_nccl_and_bf16():
     plan = make_plan(job, cpus=16, gpus=2)
     text = "\n".join(plan.lines())
     assert (plan.workers, plan.use_gpu, plan.backend, plan.precision) == (2, True, "nccl", "bf16 autocast")
-    assert plan.tokens_per_step == 8192 * 2 * 2 and "512d × 6 layers" in text
+    assert plan.tokens_per_step == 16384 * 2 and "512d × 6 layers" in text
     assert 40e6 < plan.params < 80e6  # Transformer-base with a 16k shared vocabulary
     with pytest.raises(PlanError, match="has no GPUs"):
         make_plan(job, cpus=16, gpus=0)
@@ -275,7 +275,7 @@ def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():
     proc = run_cli([], code=code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 × GPU (cluster: 2 CPUs, 2 GPUs), backend nccl" in proc.stdout
-    assert "bf16 autocast" in proc.stdout and "8,192 tokens per worker × 2 accumulation × 2 workers" in proc.stdout
+    assert "bf16 autocast" in proc.stdout and "16,384 tokens per worker × 1 accumulation × 2 workers" in proc.stdout
 
 
 def test_a_search_re_picks_auto_for_its_trial_budget():
