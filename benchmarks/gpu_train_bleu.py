@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         test = test[: args.test_limit]
     tok = Tokenizer(args.spm) if args.spm else train_tokenizer(
         [s for pair in train for s in pair], out / "spm.model", vocab_size=1000 if args.tiny else args.vocab)
-    encoded = EncodedPairs(write_encoded(train, tok, out / "encoded"))
+    encoded = EncodedPairs(write_encoded(train, tok, Path(tempfile.mkdtemp(dir=out)) / "encoded"))  # this tokenizer's
     src_lens, tgt_lens = encoded.lengths()
     src_share = float(src_lens.sum() + len(encoded)) / float(src_lens.sum() + tgt_lens.sum() + 2 * len(encoded))
     model_cfg = dataclasses.replace(model_cfg, vocab_size=tok.vocab_size)
