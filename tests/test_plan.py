@@ -242,6 +242,9 @@ def test_plan_with_declared_gpus_uses_nccl_and_bf16():
     assert 40e6 < plan.params < 80e6  # Transformer-base with a 16k shared vocabulary
     with pytest.raises(PlanError, match="has no GPUs"):
         make_plan(job, cpus=16, gpus=0)
+    compiled = make_plan(TrainingJob.load(ROOT / "experiments/configs/base.yaml", ["job.use_gpu=yes", "train.compile=yes"]),
+                         cpus=16, gpus=2)
+    assert compiled.precision == "bf16 autocast, torch.compile"
 
 
 def run_cli(args: list[str], code: str | None = None, timeout: int = 180) -> subprocess.CompletedProcess:

@@ -35,7 +35,7 @@ class TrainingPlan:
     cpus: int  # in the cluster
     gpus: int  # in the cluster
     backend: str  # nccl | gloo
-    precision: str  # bf16 autocast | fp32
+    precision: str  # bf16 autocast | fp32, and ", torch.compile" with train.compile
     max_tokens: int  # padded tokens per batch per worker
     accumulation: int
     model: str  # e.g. "transformer 128d × 2 layers, 4 heads"
@@ -134,7 +134,7 @@ def make_plan(job: TrainingJob, cpus: int, gpus: int) -> TrainingPlan:
         approx = int(rates[preset] * t.time_budget_min * _CPU_BATCH / tokens)
     return TrainingPlan(
         workers=workers, use_gpu=use_gpu, cpus=cpus, gpus=gpus, backend="nccl" if use_gpu else "gloo",
-        precision=precision_label(use_gpu, t.bf16), max_tokens=t.max_tokens,
+        precision=precision_label(use_gpu, t.bf16) + (", torch.compile" if t.compile else ""), max_tokens=t.max_tokens,
         accumulation=t.accumulation, model=shape, params=count_parameters(job), preset_note=job.preset_note,
         budget_min=t.time_budget_min, expected_steps=expected, warmup=t.warmup, max_steps=t.max_steps,
         approx_steps=approx,
