@@ -256,6 +256,34 @@ def test_test_pairs_in_the_training_data_and_a_corpus_of_repeats_are_said(toy_co
     assert not [r for r in caplog.records if r.name == "mtcore.distributed.ray_training"]
 
 
+GERMAN = ["Die Datei wurde nicht gefunden", "Das Fenster kann nicht geöffnet werden", "Bitte warten Sie einen Moment",
+          "Der Ordner ist leer", "Möchten Sie die Änderungen speichern", "Die Verbindung wurde unterbrochen",
+          "Das Programm wird jetzt beendet", "Ein unbekannter Fehler ist aufgetreten", "Wählen Sie eine Datei aus",
+          "Die Einstellungen wurden gespeichert", "Der Drucker ist nicht bereit", "Das Passwort ist falsch",
+          "Neue Nachrichten werden abgerufen", "Die Seite konnte nicht geladen werden", "Alle Dateien anzeigen",
+          "Das Dokument wurde geändert", "Bitte geben Sie Ihren Namen ein", "Die Sitzung ist abgelaufen",
+          "Der Vorgang wurde abgebrochen", "Keine weiteren Ergebnisse gefunden"]
+
+
+def test_a_corpus_of_another_language_pair_is_said(toy_corpus, tmp_path, caplog):
+    """An en-de corpus trained as en-vi, and a German dev set, ran to the end without a word (a user's own files carry
+    no record of their languages, as a cleaning stage's output does)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mtcore.data.corpus import write_parquet
+
+    english = pq.read_table(toy_corpus["train"])["src"].to_pylist()
+    german = pa.table({"src": english[: len(GERMAN) * 6], "tgt": GERMAN * 6})
+    train = write_parquet(german, tmp_path / "en-de.parquet")
+    dev = write_parquet(german.slice(0, 20), tmp_path / "dev-de.parquet")
+    with caplog.at_level("WARNING", logger="mtcore"):
+        ray_training.warn_leaks_and_repeats(tiny_job(toy_corpus, train_data=str(train), dev_data=str(dev)), str(train))
+    said = [r.getMessage() for r in caplog.records if "reads as" in r.getMessage()]
+    assert len(said) == 2 and all("its tgt column, vi for this job, reads as de" in line for line in said)
+    assert said[0].startswith(f"job.train_data {train}") and said[1].startswith(f"job.dev_data {dev}")
+
+
 def test_best_metric_loss_publishes_the_lowest_dev_loss_checkpoint(ray_local, mlflow_uri, runs_dir, toy_corpus):
     job = tiny_job(toy_corpus, run_name="by-loss").with_overrides(["train.best_metric=loss", "train.validate_every=4"])
     outcome = ray_training.run_training(job)

@@ -186,9 +186,12 @@ def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
     table = sources(train_data)
     if job.job.train_limit:
         table = table.slice(0, job.job.train_limit)
+    warn_other_languages("job.train_data", train_data, table, columns_of(job, train_data))
     trained = pc.utf8_trim_whitespace(table["src"])
     for label, path in (("test", job.job.test_data), ("dev", job.job.dev_data)):
-        held = pc.unique(pc.utf8_trim_whitespace(sources(path)["src"]))
+        held_table = sources(path)
+        warn_other_languages(f"job.{label}_data", path, held_table, columns_of(job, path))
+        held = pc.unique(pc.utf8_trim_whitespace(held_table["src"]))
         leaked = pc.filter(held, pc.is_in(held, value_set=trained))
         if len(leaked):
             fix = ("its test_overlap rule drops them" if embedded_heldout(path) else  # the default rules know these two
@@ -204,6 +207,24 @@ def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
         log.warning("%s of the %s training pairs (%.0f %%) repeat another pair exactly: they weigh those pairs up and "
                     "the epochs down; pipelines/clean.py drops them (its duplicate rule)", f"{repeats:,}",
                     f"{len(table):,}", 100 * repeats / len(table))
+
+
+LANGUAGE_SAMPLE = 2000  # rows read for the language check, spread over the file
+
+
+def warn_other_languages(label: str, path: str, table, langs: tuple[str, str]) -> None:
+    """A side that reads as another language than the job gives it (an en-de corpus trained, or a dev set scored, as
+    en-vi: it ran to the end and logged its BLEU without a word). Said, not refused, as `mtcore.evaluate` says it of a
+    test set: py3langid can misjudge a corpus of short labels, and the user may know better."""
+    from mtcore.data.langid import other_language
+    from mtcore.nmt.metrics import evenly_spaced
+
+    sample = table.take(evenly_spaced(len(table), LANGUAGE_SAMPLE)) if len(table) > LANGUAGE_SAMPLE else table
+    for column, lang in zip(("src", "tgt"), langs):
+        if other := other_language([t or "" for t in sample[column].to_pylist()], lang):
+            log.warning("%s %s: its %s column, %s for this job, reads as %s: a corpus of another pair? Train that pair "
+                        "with model.src_lang= model.tgt_lang= (and its own dev and test sets), or set job.corpus_langs= "
+                        "if the columns stand the other way round", label, path, column, lang, other)
 
 
 def tokenizer_for(train_data: str, job: TrainingJob) -> Path:
