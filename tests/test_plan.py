@@ -264,6 +264,10 @@ def test_a_dry_run_names_a_missing_corpus(tmp_path):
     """It printed a full plan and exited 0; the search's dry run refused the same --data."""
     proc = run_cli(["--dry-run", "--data", str(tmp_path / "no_such.tsv")], timeout=120)
     assert proc.returncode == 2 and f"error: job.train_data: {tmp_path / 'no_such.tsv'}: file not found" in proc.stderr
+    # and before Ray starts (it started a local instance and printed the plan first, ~10 s), run or dry run
+    for args in (["--data", str(tmp_path / "no_such.tsv")], [f"job.test_data={tmp_path / 'no_test.parquet'}"]):
+        proc = run_cli(args, timeout=120)
+        assert proc.returncode == 2 and "file not found" in proc.stderr and "Ray" not in proc.stdout + proc.stderr
 
 
 def test_gpu_dry_run_on_a_ray_instance_with_declared_gpus():

@@ -662,14 +662,17 @@ def scaling_for(job: TrainingJob) -> tuple[int, bool]:
 
 
 def load_and_plan(config: str | Path | None, overrides: list[str] = ()):
-    """(job, plan) for a job file and overrides on the cluster at hand: the config is checked before Ray
-    starts (a typo costs a second); `preset: auto` is then resolved for the GPUs the cluster has."""
+    """(job, plan) for a job file and overrides on the cluster at hand: the config and the data files' existence are
+    checked before Ray starts (a typo costs a second); `preset: auto` is then resolved for the GPUs the cluster has."""
     from mtcore.distributed.cluster import available_cpus, available_gpus, init_ray
     from mtcore.distributed.plan import PlanError, check_gpu_request, make_plan
 
     job = TrainingJob.load(config, overrides)
     try:
         check_gpu_request(job)
+        check_heldout_data(job)  # a missing or misnamed file is said in a second, as the other stages say it, not after
+        if job.job.train_data:  # Ray has started (~10 s) and the plan is printed
+            resolve_train_data(job)
         init_ray()
         gpus = available_gpus() if job.job.use_gpu != "no" else 0
         if job.preset_note and gpus:
