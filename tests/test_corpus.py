@@ -88,6 +88,18 @@ def test_different_line_counts_names_both_files(tmp_path):
         read_corpus(tmp_path / "t")
 
 
+def test_one_file_s_blank_lines_at_its_end_are_not_lines_of_pairs(tmp_path):
+    """An editor's extra blank line at the end of one file of a Moses pair was a line-count error; a blank line that
+    has a partner line stays an (empty-sided) pair, as before."""
+    (tmp_path / "t.en").write_text("Open\nSave\n\n\n", encoding="utf-8")
+    (tmp_path / "t.vi").write_text("Mở\nLưu\n", encoding="utf-8")
+    table = read_corpus(tmp_path / "t")
+    assert list(zip(table["src"].to_pylist(), table["tgt"].to_pylist())) == [("Open", "Mở"), ("Save", "Lưu")]
+    (tmp_path / "u.en").write_text("Open\n\n", encoding="utf-8")
+    (tmp_path / "u.vi").write_text("Mở\nLưu\n", encoding="utf-8")
+    assert read_corpus(tmp_path / "u")["tgt"].to_pylist() == ["Mở", "Lưu"]
+
+
 def test_missing_half_of_a_pair(tmp_path):
     (tmp_path / "t.en").write_text("a\n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"t\.vi: file not found"):

@@ -259,6 +259,9 @@ def read_parallel_text(prefix: str | Path, src_lang: str = "en", tgt_lang: str =
         if not p.is_file():
             raise CorpusError(f"{p}: file not found (expected the pair {src_path.name} + {tgt_path.name})")
     src, tgt = _decode_lines(src_path), _decode_lines(tgt_path)
+    for longer, shorter in ((src, tgt), (tgt, src)):  # one file's extra blank lines at its end are not lines of pairs
+        while len(longer) > len(shorter) and not longer[-1].strip():
+            longer.pop()
     if len(src) != len(tgt):
         raise CorpusError(
             f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
