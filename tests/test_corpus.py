@@ -450,6 +450,11 @@ def test_a_folder_of_text_files_is_refused_by_the_existence_check(tmp_path):
     with pytest.raises(CorpusError, match=r"moses: directory holds no .parquet files; .*pass its prefix \(e.g. .*moses/train\)"):
         check_exists(tmp_path / "moses")
     check_exists(tmp_path / "moses" / "train")
+    (tmp_path / "docs").mkdir()  # a folder of a corpus's readme and license alone: neither is offered as a corpus
+    for name in ("README.txt", "LICENSE.txt"):
+        (tmp_path / "docs" / name).write_text("about the corpus\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"docs: directory holds no .parquet files$"):
+        check_exists(tmp_path / "docs")
     write_parquet(pa.table({"src": ["a"], "tgt": ["b"]}), tmp_path / "stage" / "kept" / "part-0.parquet")
     check_exists(tmp_path / "stage")  # a stage's output folder is read by its kept/
 

@@ -370,9 +370,11 @@ _TEXT_FORMATS = (".tsv", ".txt", ".tab", ".po", ".mo", ".tsv.gz", ".txt.gz", ".t
 def _folder_hint(folder: Path) -> str:
     """What to pass instead of a folder of text corpora: one of its files, or the prefix of a pair inside it."""
     names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    names = [n for n in names  # a readme or license beside the data is no corpus
+             if not re.match(r"(readme|licen[cs]e|copying|changelog|changes|notes|authors|news)\b", n, re.I)]
     files = [n for n in names if n.lower().endswith(_TEXT_FORMATS)]
     prefixes = sorted({n.split(".")[0] for n in names if re.fullmatch(r"[^.]+\.[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,4})?(\.gz)?", n)
-                       and n.split(".")[1].lower() not in {"md", "py", "sh", "po", "mo"}})
+                       and n.split(".")[1].lower() not in {"md", "py", "sh", "po", "mo", "txt", "csv", "log", "ini", "cfg"}})
     if files:
         return f"; pass one of its files (e.g. {folder / files[0]})"
     if prefixes:
