@@ -173,8 +173,9 @@ DUPLICATE_SHARE = 0.05  # exact repeats above this share of the training pairs a
 
 
 def warn_leaks_and_repeats(job: TrainingJob, train_data: str) -> None:
-    """Training pairs whose source is a dev or test source (the test BLEU is then partly memory), and a corpus
-    much of which repeats itself: said, with what drops them. The embedded job's cleaned corpus has neither."""
+    """Training pairs whose source is a dev or test source (the test BLEU is then partly memory), a corpus much of
+    which repeats itself, and a training, dev or test side in another language than the job's (`warn_other_languages`):
+    said, with what to do. The embedded job's cleaned corpus and held-out sets have none of these."""
     import pyarrow.compute as pc
 
     from mtcore.data.corpus import read_corpus
