@@ -41,14 +41,13 @@ from mtcore.nmt.tokenizer import Tokenizer, train_tokenizer
 from mtcore.nmt.training import fit, oriented_pairs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_speed import default_peak, measure  # noqa: E402  (a sibling benchmark)
+from train_speed import default_peak, measure, weight_matrix_params  # noqa: E402  (a sibling benchmark)
 
 
 def weight_flops_per_token(cfg: ModelConfig, src_share: float) -> float:
     """Training FLOPs per non-padding token: 6 x the weight-matrix parameters a source / target token meets."""
-    d, L, f = cfg.d_model, cfg.layers, cfg.d_ff
-    p_enc, p_dec = L * (4 * d * d + 2 * d * f), L * (8 * d * d + 2 * d * f) + cfg.vocab_size * d
-    return 6 * (src_share * p_enc + (1 - src_share) * p_dec)
+    p_src, p_tgt = weight_matrix_params(cfg)
+    return 6 * (src_share * p_src + (1 - src_share) * p_tgt)
 
 
 def main(argv=None) -> int:
@@ -108,8 +107,12 @@ def main(argv=None) -> int:
                                                     compile=compiled)))
             windows: list[float] = []
             started = time.perf_counter()
-            fit(cfg, model_cfg, encoded, dev[:8], tok, device=device,
-                on_step=lambda m: windows.append(m["train/tokens_per_s"]))
+
+            def on_probe_step(m):  # a line per third: Dynamo's first compilation alone can take a minute
+                windows.append(m["train/tokens_per_s"])
+                print(f"  step {m['step']:>6}  {m['train/tokens_per_s']:,.0f} tok/s", flush=True)
+
+            fit(cfg, model_cfg, encoded, dev[:8], tok, device=device, on_step=on_probe_step)
             print(f"{'fit, ' + ('compiled' if compiled else 'eager'):<34}{windows[-1]:>12,.0f}"
                   f"{mfu(windows[-1]):>8}{time.perf_counter() - started:>9.0f}", flush=True)
         rows = max(train_keys["max_tokens"] // 32, 1)

@@ -50,13 +50,19 @@ def default_peak(device: torch.device) -> float | None:
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
 
 
-def train_flops(cfg: ModelConfig, rows: int, S: int, T: int) -> float:
+def weight_matrix_params(cfg: ModelConfig) -> tuple[int, int]:
+    """(encoder, decoder + output projection) weight-matrix parameters: what a source / target token meets."""
     d, L, f = cfg.d_model, cfg.layers, cfg.d_ff
     p_enc = L * (4 * d * d + 2 * d * f)  # self-attention q,k,v,o + FFN
     p_dec = L * (8 * d * d + 2 * d * f)  # self- and cross-attention + FFN
+    return p_enc, p_dec + cfg.vocab_size * d
+
+
+def train_flops(cfg: ModelConfig, rows: int, S: int, T: int) -> float:
+    p_src, p_tgt = weight_matrix_params(cfg)
     src_tok, tgt_tok = rows * S, rows * T
-    weights = 6 * (p_enc * src_tok + (p_dec + cfg.vocab_size * d) * tgt_tok)
-    attention = 12 * L * d * (S * src_tok + (T + S) * tgt_tok)
+    weights = 6 * (p_src * src_tok + p_tgt * tgt_tok)
+    attention = 12 * cfg.layers * cfg.d_model * (S * src_tok + (T + S) * tgt_tok)
     return float(weights + attention)
 
 
